@@ -1,0 +1,336 @@
+"""The ``rageval`` command: each command a thin call into the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rageval.errors import InputError, RagevalError
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    help="Evaluate the retrieval stage of RAG systems: versioned benchmarks, papermill runs, sealed MLflow runs.",
+)
+benchmark_app = typer.Typer(no_args_is_help=True, help="Validate, hash, import and export benchmarks.")
+import_app = typer.Typer(no_args_is_help=True, help="Import a real collection as a rageval benchmark.")
+app.add_typer(benchmark_app, name="benchmark")
+benchmark_app.add_typer(import_app, name="import")
+
+TrackingUri = Annotated[
+    Optional[str],
+    typer.Option("--tracking-uri", help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI, else the project's mlruns/]"),
+]
+
+
+def _fail(error: RagevalError) -> None:
+    typer.echo(f"error: {error}", err=True)
+    raise typer.Exit(2 if isinstance(error, InputError) else 1)
+
+
+def _pairs(values: list[str], option: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        key, sep, item = value.partition("=")
+        if not sep or not key or not item:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {value!r}", param_hint=option)
+        out[key] = item
+    return out
+
+
+def _grade_map(values: list[str]) -> dict[int, int]:
+    try:
+        return {int(k): int(v) for k, v in _pairs(values, "--grade-map").items()}
+    except ValueError:
+        raise typer.BadParameter("grades must be integers, e.g. 4=3", param_hint="--grade-map") from None
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+@benchmark_app.command("validate")
+def benchmark_validate(path: Annotated[Path, typer.Argument(help="benchmark folder")]) -> None:
+    """Check a benchmark and report every problem (file, line, field); exit 1 if any."""
+    from rageval.benchmark import validate_benchmark
+
+    benchmark, problems = validate_benchmark(path)
+    if benchmark is None:
+        for problem in problems:
+            typer.echo(str(problem), err=True)
+        typer.echo(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {path}", err=True)
+        raise typer.Exit(1)
+    spec = benchmark.spec
+    typer.echo(f"{spec.name} {spec.version}: valid ({spec.relevanceUnit} relevance, corpus {spec.corpusVersion})")
+    typer.echo(f"documents: {len(benchmark.documents)}")
+    for split in spec.splits:
+        cases = benchmark.cases_for(split)
+        unanswerable = sum(not c.answerable for c in cases)
+        typer.echo(f"{split} cases: {len(cases)} ({unanswerable} unanswerable)")
+
+
+@benchmark_app.command("hash")
+def benchmark_hash(
+    path: Annotated[Path, typer.Argument(help="benchmark folder")],
+    write: Annotated[bool, typer.Option("--write", help="record the hashes in benchmark.yaml")] = False,
+) -> None:
+    """Print the sha256 of a benchmark's files (and record them with --write)."""
+    from rageval.benchmark import hash_files, write_hashes
+
+    try:
+        hashes = write_hashes(path) if write else hash_files(path)
+    except RagevalError as error:
+        _fail(error)
+    for name, digest in hashes.items():
+        typer.echo(f"{digest}  {name}")
+
+
+@import_app.command("beir")
+def import_beir(
+    source: Annotated[Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/*.tsv")],
+    out: Annotated[Path, typer.Option(help="new benchmark folder")],
+    name: Annotated[str, typer.Option(help="benchmark name")],
+    version: Annotated[str, typer.Option(help="benchmark version")],
+    split: Annotated[list[str], typer.Option(help="BEIR qrels split = benchmark split, e.g. test=release")],
+    corpus_version: Annotated[Optional[str], typer.Option(help="[default: folder name + corpus sha256]")] = None,
+    grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
+) -> None:
+    """Import a BEIR-layout collection."""
+    from rageval.benchmark import load_benchmark
+    from rageval.importers import import_beir as run_import
+
+    try:
+        folder = run_import(
+            source, out, name=name, version=version, splits=_pairs(split, "--split"),
+            corpus_version=corpus_version, grade_map=_grade_map(grade_map),
+        )
+        _summary(load_benchmark(folder))
+    except RagevalError as error:
+        _fail(error)
+
+
+@import_app.command("trec")
+def import_trec(
+    topics: Annotated[Path, typer.Option(help="TREC topics (SGML) or 'qid<TAB>text' lines")],
+    qrels: Annotated[Path, typer.Option(help="TREC qrels")],
+    docs: Annotated[Path, typer.Option(help="documents: JSON lines (id, title, text) or TREC <DOC> SGML")],
+    out: Annotated[Path, typer.Option(help="new benchmark folder")],
+    name: Annotated[str, typer.Option(help="benchmark name")],
+    version: Annotated[str, typer.Option(help="benchmark version")],
+    field: Annotated[str, typer.Option(help="topic field(s): title, desc, narr, or e.g. title+desc")] = "title",
+    release_fraction: Annotated[float, typer.Option(help="share of queries for the release split (stable by query ID)")] = 0.0,
+    corpus_version: Annotated[Optional[str], typer.Option()] = None,
+    grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
+) -> None:
+    """Import TREC topics, qrels and a document collection."""
+    from rageval.benchmark import load_benchmark
+    from rageval.importers import import_trec as run_import
+
+    try:
+        folder = run_import(
+            topics=topics, qrels=qrels, documents=docs, out=out, name=name, version=version, field=field,
+            release_fraction=release_fraction, corpus_version=corpus_version, grade_map=_grade_map(grade_map),
+        )
+        _summary(load_benchmark(folder))
+    except RagevalError as error:
+        _fail(error)
+
+
+def _summary(benchmark) -> None:
+    typer.echo(f"wrote {benchmark.path}: {len(benchmark.documents)} documents")
+    for split in benchmark.spec.splits:
+        typer.echo(f"{split}: {len(benchmark.cases_for(split))} cases")
+
+
+@benchmark_app.command("export-qrels")
+def export_qrels(
+    path: Annotated[Path, typer.Argument(help="benchmark folder")],
+    out: Annotated[Path, typer.Option(help="TREC qrels file to write")],
+    split: Annotated[Optional[str], typer.Option(help="one split [default: all]")] = None,
+) -> None:
+    """Write a benchmark's document-level judgments as TREC qrels."""
+    from rageval.benchmark import load_benchmark
+    from rageval.trec import write_qrels
+
+    try:
+        write_qrels(load_benchmark(path).qrels(split), out)
+    except RagevalError as error:
+        _fail(error)
+    typer.echo(f"wrote {out}")
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+@app.command("metrics")
+def metrics(
+    qrels: Annotated[Path, typer.Argument(help="TREC qrels file")],
+    run: Annotated[Path, typer.Argument(help="TREC run file")],
+    measure: Annotated[list[str], typer.Option("-m", "--measure", help="e.g. nDCG@10, R@100, RR, Hit@5, MRR, AP")],
+    per_query: Annotated[bool, typer.Option("--per-query", "-q", help="also print each query's value")] = False,
+    output: Annotated[str, typer.Option("--format", help="trec or json")] = "trec",
+    ties: Annotated[str, typer.Option(help="docid-desc (trec_eval), docid-asc or input-order")] = "docid-desc",
+    duplicates: Annotated[str, typer.Option(help="error or keep-first")] = "error",
+    complete: Annotated[bool, typer.Option("-c", "--complete", help="score judged queries absent from the run as 0 (trec_eval -c)")] = False,
+) -> None:
+    """Evaluate a TREC run against TREC qrels; prints 'measure<TAB>query<TAB>value' lines."""
+    from rageval.metrics import evaluate
+    from rageval.trec import read_qrels, read_run
+
+    try:
+        evaluation = evaluate(
+            read_run(run), read_qrels(qrels), measure, ties=ties, duplicates=duplicates,  # type: ignore[arg-type]
+            missing="zero" if complete else "skip",
+        )
+    except RagevalError as error:
+        _fail(error)
+    if output == "json":
+        payload = {
+            "aggregates": {k: float(v) for k, v in evaluation.aggregates.items()},
+            "per_query": evaluation.per_query.to_dict(orient="index") if per_query else None,
+            "num_q": evaluation.evaluated,
+            "skipped": list(evaluation.skipped),
+            "missing": list(evaluation.missing),
+            "policy": evaluation.policy,
+        }
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    if output != "trec":
+        raise typer.BadParameter("choose trec or json", param_hint="--format")
+    width = max(len(m.text) for m in evaluation.measures) + 2
+    for m in evaluation.measures:
+        if per_query:
+            for qid, value in evaluation.per_query[m.text].items():
+                typer.echo(f"{m.text:<{width}}\t{qid}\t{value:.4f}")
+        typer.echo(f"{m.text:<{width}}\tall\t{evaluation.aggregates[m.text]:.4f}")
+    if evaluation.skipped:
+        typer.echo(f"# {len(evaluation.skipped)} queries without a relevant item skipped", err=True)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@app.command("run")
+def run(
+    config: Annotated[Path, typer.Argument(help="run configuration, e.g. params/bm25.yaml")],
+    benchmark: Annotated[Optional[Path], typer.Option(help="benchmark folder [default: the config's]")] = None,
+    split: Annotated[Optional[str], typer.Option(help="dev or release [default: the config's]")] = None,
+    set_: Annotated[list[str], typer.Option("--set", help="override a config key: key.path=value (YAML value)")] = [],
+    tracking_uri: TrackingUri = None,
+    experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the benchmark name]")] = None,
+    notebook: Annotated[Optional[Path], typer.Option(help="[default: notebooks/evaluate.ipynb]")] = None,
+    parameter: Annotated[list[str], typer.Option("-p", "--parameter", help="extra notebook parameter NAME=VALUE")] = [],
+    timeout: Annotated[Optional[int], typer.Option(help="per-cell timeout in seconds")] = None,
+) -> None:
+    """Evaluate a configuration through the notebook and record a sealed MLflow run."""
+    import yaml
+
+    from rageval.runner import execute_run
+    from rageval.tracking import Tracker
+
+    try:
+        outcome = execute_run(
+            config, overrides=set_, benchmark=benchmark, split=split, tracking_uri=tracking_uri,
+            experiment=experiment, notebook=notebook, timeout=timeout,
+            notebook_parameters={k: yaml.safe_load(v) for k, v in _pairs(parameter, "-p").items()},
+        )
+    except RagevalError as error:
+        _fail(error)
+    typer.echo(f"run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)")
+    m = outcome.metrics
+    typer.echo(f"queries: {int(m.get('queries_evaluated', 0))} evaluated, {int(m.get('queries_skipped', 0))} skipped "
+               f"(no relevant item), {int(m.get('queries_failed', 0))} failed")
+    width = max(len(text) for text in outcome.measures.values())
+    for key, text in outcome.measures.items():
+        typer.echo(f"  {text:<{width}}  {m.get(key, float('nan')):.4f}")
+    typer.echo(f"  {'context tokens (mean)':<{width}}  {m.get('context_tokens_mean', float('nan')):.1f}")
+    typer.echo(f"verify: rageval verify {outcome.run_id}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else ""))
+    typer.echo(f"browse: rageval ui  (store: {Tracker(tracking_uri).uri})")
+
+
+@app.command("verify")
+def verify(run_id: Annotated[str, typer.Argument()], tracking_uri: TrackingUri = None) -> None:
+    """Recompute every hash of a sealed run; exit 1 naming what changed."""
+    from rageval.tracking import Tracker
+
+    try:
+        changes = Tracker(tracking_uri).verify(run_id)
+    except RagevalError as error:
+        _fail(error)
+    if changes:
+        typer.echo(f"run {run_id} was altered after sealing:", err=True)
+        for change in changes:
+            typer.echo(f"- {change}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"run {run_id}: intact (every artifact, param, metric and tag matches its manifest)")
+
+
+@app.command("runs")
+def runs(
+    experiment: Annotated[Optional[str], typer.Option(help="one experiment [default: all]")] = None,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """List runs, newest first, with their status and whether they are sealed."""
+    from rageval.tracking import Tracker
+
+    for info in Tracker(tracking_uri).runs(experiment):
+        state = "sealed" if info.sealed else "UNSEALED"
+        typer.echo(f"{info.run_id}  {info.status:<8}  {state:<8}  {info.name}")
+
+
+@app.command("export-run")
+def export_run(
+    run_id: Annotated[str, typer.Argument()],
+    out: Annotated[Path, typer.Option(help="TREC run file to write")],
+    level: Annotated[str, typer.Option(help="document (parent IDs) or passage (chunk IDs)")] = "document",
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Write a sealed run's rankings as a TREC run file."""
+    from rageval.tracking import Tracker
+    from rageval.trec import write_run
+
+    try:
+        rankings = Tracker(tracking_uri).rankings(run_id)
+    except RagevalError as error:
+        _fail(error)
+    if level == "document":
+        frame = rankings.drop_duplicates(["query_id", "parent_id"], keep="first").rename(columns={"parent_id": "doc_id"})
+        frame = frame.assign(rank=frame.groupby("query_id").cumcount() + 1)
+    elif level == "passage":
+        frame = rankings.rename(columns={"chunk_id": "doc_id"})
+    else:
+        raise typer.BadParameter("choose document or passage", param_hint="--level")
+    write_run(frame, out, tag=run_id[:12])
+    typer.echo(f"wrote {out}: {frame['query_id'].nunique()} queries")
+
+
+@app.command("ui")
+def ui(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 5000,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Start the MLflow UI on loopback over the project's store (one worker, job execution off)."""
+    from rageval.tracking import artifact_root_for, resolve_tracking_uri
+
+    uri = resolve_tracking_uri(tracking_uri)
+    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    artifacts = artifact_root_for(uri)
+    if artifacts:
+        command += ["--default-artifact-root", artifacts]
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    typer.echo(f"MLflow UI: http://127.0.0.1:{port}  (store: {uri}; Ctrl-C stops it)")
+    try:
+        raise typer.Exit(subprocess.call(command, env=env))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,145 @@
+"""Load a run configuration: strict validation, ``--set`` overrides, resolved paths.
+
+Errors name the file and line of a bad key, or the ``--set`` override that introduced it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, get_args
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rageval.errors import ConfigError, MeasureError, Problem
+from rageval.metrics import parse_measures
+from rageval.schema import RunConfig, field_path, problems_from_validation, read_yaml
+
+
+def _allowed() -> dict[str, list[str]]:
+    """Allowed keys per config path, for 'unknown key' messages; built from the models."""
+    out: dict[str, list[str]] = {}
+
+    def walk(model: type[BaseModel], path: str) -> None:
+        out[path] = list(model.model_fields)
+        for name, info in model.model_fields.items():
+            for candidate in _models_in(info.annotation):
+                walk(candidate, f"{path}.{name}" if path else name)
+
+    walk(RunConfig, "")
+    return out
+
+
+def _models_in(annotation: Any) -> list[type]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type] = []
+    for arg in get_args(annotation):
+        found.extend(_models_in(arg))
+    return found
+
+
+def parse_override(text: str) -> tuple[list[str | int], Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(Problem(file="--set", field=text, message="expected key=value", fix="e.g. --set retrieval.stages.0.k1=1.2"))
+    path: list[str | int] = [int(p) if p.isdigit() else p for p in key.strip().split(".")]
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(Problem(file="--set", field=key, message=f"value is not valid YAML: {exc}")) from None
+    return path, value
+
+
+def apply_override(data: dict[str, Any], path: list[str | int], value: Any, text: str) -> None:
+    node: Any = data
+    for depth, part in enumerate(path[:-1]):
+        nxt = path[depth + 1]
+        if isinstance(node, list):
+            if not isinstance(part, int) or part >= len(node):
+                raise ConfigError(Problem(file="--set", field=text, message=f"no list item {part} at {field_path(tuple(path[:depth]))}"))
+            node = node[part]
+            continue
+        if part not in node or node[part] is None:
+            node[part] = [] if isinstance(nxt, int) else {}
+        node = node[part]
+    last = path[-1]
+    if isinstance(node, list):
+        if not isinstance(last, int) or last >= len(node):
+            raise ConfigError(Problem(file="--set", field=text, message=f"no list item {last}"))
+    node[last] = value
+
+
+def load_config(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    benchmark: str | Path | None = None,
+    split: str | None = None,
+) -> RunConfig:
+    """Validate a params file, apply overrides, and resolve the benchmark path.
+
+    ``benchmark`` (relative to the working directory) and ``split`` are overrides too. The
+    benchmark path in the file is relative to the file.
+    """
+    path = Path(path)
+    data, lines = read_yaml(path, ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError(Problem(file=str(path), line=1, message="expected a mapping of configuration keys"))
+    allowed = _allowed()
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(problems_from_validation(exc, file=str(path), lines=lines, allowed=allowed)) from None
+
+    data = copy.deepcopy(data)
+    data["benchmark"] = str((path.parent / data["benchmark"]).resolve())
+    parsed = [(text, *parse_override(text)) for text in overrides]
+    for text, key_path, value in parsed:
+        apply_override(data, key_path, value, text)
+    if benchmark is not None:
+        data["benchmark"] = str(Path(benchmark).resolve())
+    if split is not None:
+        data["split"] = split
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for problem in problems_from_validation(exc, file=str(path), lines=lines, allowed=allowed):
+            culprit = next((t for t, p, _ in parsed if problem.field and problem.field.startswith(field_path(tuple(p)))), None)
+            if culprit is None:
+                culprit = next((t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None)
+            problems.append(Problem(**{**problem.__dict__, "file": f"--set {culprit}", "line": None}) if culprit else problem)
+        raise ConfigError(problems) from None
+    try:
+        parse_measures(config.evaluation.measures)
+    except MeasureError as exc:
+        culprit = next((t for t, p, _ in parsed if field_path(tuple(p)).startswith("evaluation.measures")), None)
+        where = {"file": f"--set {culprit}", "line": None} if culprit else {"file": str(path), "line": lines.get(("evaluation", "measures"))}
+        raise ConfigError([Problem(**{**p.__dict__, **where, "field": "evaluation.measures"}) for p in exc.problems]) from None
+    return config
+
+
+def dump_config(config: RunConfig) -> str:
+    """The resolved configuration as YAML: what a run logs and its notebook receives."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def config_from_yaml(text: str) -> RunConfig:
+    return RunConfig.model_validate(yaml.safe_load(text))
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": [1, {"c": 2}]}}`` → ``{"a.b.0": 1, "a.b.1.c": 2}``; lists of scalars stay whole."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        for index, item in enumerate(value):
+            out.update(flatten(item, f"{prefix}.{index}"))
+    else:
+        out[prefix] = value
+    return out

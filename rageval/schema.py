@@ -1,0 +1,358 @@
+"""Strict pydantic models for every file a user writes, and the glue that turns their validation
+errors into :class:`~rageval.errors.Problem` values naming file, line and field.
+
+Benchmark files (``benchmark.yaml``, ``documents.jsonl``, ``cases.jsonl``) use the camelCase field
+names of the case schema; run configurations (``params/*.yaml``) use snake_case like most Python
+tool configs. Unknown keys are errors everywhere.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
+
+from rageval.errors import Problem
+from rageval.text import TOKENIZERS
+
+DEFAULT_RUBRIC: dict[int, str] = {
+    0: "irrelevant or misleading",
+    1: "topically related but insufficient",
+    2: "necessary evidence that must be combined with another passage",
+    3: "directly contains the key fact and its boundary conditions",
+}
+
+DOCUMENTS_FILE = "documents.jsonl"
+CASES_FILE = "cases.jsonl"
+BENCHMARK_FILE = "benchmark.yaml"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+# --------------------------------------------------------------------------- benchmark files
+
+Slug = Annotated[StrictStr, Field(min_length=1)]
+
+
+class BenchmarkSpec(Strict):
+    """``benchmark.yaml``: what binds a corpus snapshot and its judgments together."""
+
+    name: Slug
+    version: Slug
+    description: StrictStr | None = None
+    corpusVersion: Slug
+    relevanceUnit: Literal["document", "passage"]
+    rubric: dict[StrictInt, StrictStr] = Field(default_factory=lambda: dict(DEFAULT_RUBRIC))
+    splits: list[Slug] = Field(min_length=1)
+    files: dict[StrictStr, Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
+        description="sha256 of every file of the benchmark, by file name"
+    )
+
+    @field_validator("splits")
+    @classmethod
+    def _unique_splits(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"split names repeat: {value}")
+        return value
+
+
+class Document(Strict):
+    """One line of ``documents.jsonl``."""
+
+    id: Slug
+    title: StrictStr
+    text: StrictStr
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    acl: list[Slug] | None = None
+    # ISO dates arrive as JSON strings, so these two fields parse in lax mode.
+    created: dt.date | None = Field(default=None, strict=False)
+    updated: dt.date | None = Field(default=None, strict=False)
+
+
+class Judgment(Strict):
+    """A graded relevant item of a case; ``start``/``end`` locate the evidence passage."""
+
+    documentId: Slug
+    grade: StrictInt
+    start: StrictInt | None = Field(default=None, ge=0)
+    end: StrictInt | None = Field(default=None, ge=0)
+
+    @property
+    def has_span(self) -> bool:
+        return self.start is not None and self.end is not None
+
+
+class Case(Strict):
+    """One line of ``cases.jsonl``: a query with its judgments."""
+
+    queryId: Slug
+    query: StrictStr
+    corpusVersion: Slug
+    relevant: list[Judgment]
+    slice: list[Slug] = Field(default_factory=list)
+    notes: StrictStr | None = None
+    split: Slug
+    principal: list[Slug] | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _non_empty_query(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the query is empty; write the question the user asks")
+        return value
+
+    @property
+    def answerable(self) -> bool:
+        return any(j.grade > 0 for j in self.relevant)
+
+
+# --------------------------------------------------------------------------- error locations
+
+_FIXES = {
+    "extra_forbidden": "remove it or check its spelling",
+    "missing": "add it",
+}
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """``('relevant', 0, 'grade')`` → ``relevant[0].grade``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _discriminator_tags() -> set[str]:
+    members = get_args(get_args(StageConfig)[0]) or (get_args(StageConfig)[0],)
+    return {get_args(m.model_fields["type"].annotation)[0] for m in members}
+
+
+def problems_from_validation(
+    error: ValidationError,
+    *,
+    file: str,
+    line: int | None = None,
+    lines: dict[tuple[Any, ...], int] | None = None,
+    allowed: dict[str, list[str]] | None = None,
+    prefix: tuple[Any, ...] = (),
+) -> list[Problem]:
+    """Turn a pydantic error into problems. ``lines`` maps a key path to its line in a YAML file."""
+    problems = []
+    tags = _discriminator_tags()
+    for err in error.errors(include_url=False):
+        # A tagged union puts its tag ('bm25') into the location; users never wrote it.
+        raw = tuple(err["loc"])
+        loc = prefix + tuple(p for i, p in enumerate(raw) if not (p in tags and i and isinstance(raw[i - 1], int)))
+        kind = err["type"]
+        where = line
+        if lines is not None:
+            for depth in range(len(loc), 0, -1):
+                if loc[:depth] in lines:
+                    where = lines[loc[:depth]]
+                    break
+        if kind == "extra_forbidden":
+            message = f"unknown key '{loc[-1]}'"
+            fix = _FIXES[kind]
+            if allowed is not None:
+                keys = allowed.get(re.sub(r"\[\d+\]", "", field_path(loc[:-1])))
+                if keys:
+                    fix = f"allowed keys here: {', '.join(keys)}"
+        elif kind == "missing":
+            message = "missing required key"
+            fix = _FIXES[kind]
+        else:
+            message = err["msg"]
+            if "input" in err and kind not in ("value_error",) and not isinstance(err["input"], (dict, list)):
+                message += f" (got {err['input']!r})"
+            fix = None
+        problems.append(Problem(file=file, line=where, field=field_path(loc), message=message, fix=fix))
+    return problems
+
+
+def allowed_keys(model: type[BaseModel]) -> list[str]:
+    return list(model.model_fields)
+
+
+# --------------------------------------------------------------------------- YAML with lines
+
+
+def yaml_key_lines(text: str) -> dict[tuple[Any, ...], int]:
+    """Map each key path of a YAML document to its 1-based line, for error messages."""
+    lines: dict[tuple[Any, ...], int] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return lines
+
+    def walk(node: yaml.Node, path: tuple[Any, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                key_value: Any = key.value
+                if isinstance(key_value, str) and re.fullmatch(r"-?\d+", key_value):
+                    lines[path + (int(key_value),)] = key.start_mark.line + 1
+                lines[path + (key_value,)] = key.start_mark.line + 1
+                walk(value, path + (key_value,))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                lines[path + (index,)] = item.start_mark.line + 1
+                walk(item, path + (index,))
+
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def read_yaml(path: Path, error: type[Exception]) -> tuple[Any, dict[tuple[Any, ...], int]]:
+    """Parse a YAML file; a syntax error becomes ``error`` naming the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(Problem(file=str(path), message="file not found", fix="check the path")) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise error(
+            Problem(
+                file=str(path),
+                line=mark.line + 1 if mark else None,
+                message=f"not valid YAML: {getattr(exc, 'problem', exc)}",
+            )
+        ) from None
+    return data, yaml_key_lines(text)
+
+
+def read_jsonl(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
+    """Read a JSON-lines file: (line number, object) pairs and a problem per malformed line."""
+    rows: list[tuple[int, dict[str, Any]]] = []
+    problems: list[Problem] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                problems.append(
+                    Problem(file=path.name, line=number, message=f"malformed JSON: {exc.msg} at column {exc.colno}")
+                )
+                continue
+            if not isinstance(value, dict):
+                problems.append(
+                    Problem(file=path.name, line=number, message=f"expected a JSON object, got {type(value).__name__}")
+                )
+                continue
+            rows.append((number, value))
+    return rows, problems
+
+
+# --------------------------------------------------------------------------- run configuration
+
+CONFIG_VERSION = 1
+
+
+class ChunkingConfig(Strict):
+    """How documents are cut into chunks. Its hash is part of every chunk ID."""
+
+    method: Literal["none", "markdown"] = "markdown"
+    tokenizer: StrictStr = Field(default="words", description="name in rageval.text.TOKENIZERS")
+    size: StrictInt = Field(default=200, gt=0, description="max tokens per chunk")
+    overlap: StrictInt = Field(default=0, ge=0, description="tokens repeated from the previous chunk")
+    headings: bool = Field(default=True, description="prefix title and heading path to the indexed text")
+    code_blocks: Literal["atomic", "split"] = "atomic"
+    tables: Literal["atomic", "split"] = "atomic"
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str) -> str:
+        if value not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer '{value}'; valid choices are {', '.join(TOKENIZERS)}")
+        return value
+
+    @field_validator("overlap")
+    @classmethod
+    def _overlap_below_size(cls, value: int, info: Any) -> int:
+        size = info.data.get("size")
+        if size is not None and value > size // 2:
+            raise ValueError(f"overlap ({value}) must be at most half of size ({size})")
+        return value
+
+
+class BM25TokenizerConfig(Strict):
+    lowercase: bool = True
+    stopwords: StrictStr | None = Field(default="en", description="bm25s stopword list name, or null")
+    stemmer: StrictStr | None = Field(default="english", description="PyStemmer language, or null")
+    pattern: StrictStr = r"(?u)\b\w\w+\b"
+
+    @field_validator("stemmer")
+    @classmethod
+    def _known_stemmer(cls, value: str | None) -> str | None:
+        import Stemmer
+
+        if value is not None and value not in Stemmer.algorithms():
+            raise ValueError(f"unknown stemmer '{value}'; valid choices are {', '.join(Stemmer.algorithms())} or null")
+        return value
+
+    @field_validator("stopwords")
+    @classmethod
+    def _known_stopwords(cls, value: str | None) -> str | None:
+        import bm25s
+
+        if value is not None:
+            try:
+                bm25s.tokenize(["probe"], stopwords=value, show_progress=False)
+            except ValueError as exc:
+                raise ValueError(f"unknown stopword list '{value}' ({exc}); e.g. en, de, fr, or null") from None
+        return value
+
+
+class BM25Config(Strict):
+    """Lexical BM25 through bm25s."""
+
+    type: Literal["bm25"]
+    name: StrictStr = "bm25"
+    k1: float = Field(default=0.9, ge=0)
+    b: float = Field(default=0.4, ge=0, le=1)
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    tokenizer: BM25TokenizerConfig = Field(default_factory=BM25TokenizerConfig)
+    candidates: StrictInt = Field(default=100, gt=0, description="chunks kept from this stage")
+
+
+StageConfig = Annotated[BM25Config, Field(discriminator="type")]
+
+
+class RetrievalConfig(Strict):
+    stages: list[StageConfig] = Field(min_length=1)
+
+
+class EvaluationConfig(Strict):
+    level: Literal["auto", "document", "passage"] = Field(
+        default="auto", description="auto: the benchmark's relevance unit"
+    )
+    measures: list[StrictStr] = Field(min_length=1)
+    ties: Literal["docid-asc", "docid-desc", "input-order"] = "docid-asc"
+    duplicates: Literal["error", "keep-first"] = "error"
+
+
+class RunConfig(Strict):
+    """A run configuration (``params/*.yaml``)."""
+
+    version: Literal[1] = Field(description="configuration schema version")
+    name: Slug
+    description: StrictStr | None = None
+    benchmark: StrictStr = Field(description="benchmark folder, relative to this file")
+    split: Slug
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    retrieval: RetrievalConfig
+    final_k: StrictInt = Field(default=10, gt=0, description="chunks in the final context")
+    evaluation: EvaluationConfig

@@ -1,0 +1,68 @@
+"""Shared fixtures: a tiny inline benchmark, the real-data folder, an isolated MLflow store."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "datasets"
+DEMO = ROOT / "rageval" / "demo"
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+def shared(*parts: str) -> Path:
+    """A path under ../shared/datasets; skips the test with the reason where it is absent."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real-data test: {path} is absent (CI has ../shared/datasets beside the checkout)")
+    return path
+
+
+DOCS = [
+    {"id": "alpha", "title": "Alpha", "text": "# Alpha\n\nAlpha retries the publish after a cache failure.\n\n## Limits\n\nAt most three retries."},
+    {"id": "beta", "title": "Beta", "text": "Beta explains webhooks and signing secrets.", "acl": ["security"]},
+    {"id": "gamma", "title": "Gamma", "text": "Gamma is about billing plans and invoices."},
+]
+CASES = [
+    {"queryId": "q1", "query": "publish retry cache", "corpusVersion": "tiny-1", "relevant": [{"documentId": "alpha", "grade": 3, "start": 9, "end": 57}], "slice": ["frequent"], "split": "dev"},
+    {"queryId": "q2", "query": "webhook signing", "corpusVersion": "tiny-1", "relevant": [{"documentId": "beta", "grade": 2}, {"documentId": "gamma", "grade": 0}], "slice": ["long-tail"], "split": "dev", "principal": ["security"]},
+    {"queryId": "q3", "query": "quantum teleport", "corpusVersion": "tiny-1", "relevant": [], "slice": ["unanswerable"], "split": "release"},
+]
+
+
+def write_tiny(root: Path, documents=DOCS, cases=CASES, spec_overrides=None, raw_docs: str | None = None, raw_cases: str | None = None) -> Path:
+    """Write a small passage-unit benchmark and record its hashes (then tests may corrupt it)."""
+    from rageval.benchmark import hash_files
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "documents.jsonl").write_text(raw_docs if raw_docs is not None else "".join(json.dumps(d) + "\n" for d in documents))
+    (root / "cases.jsonl").write_text(raw_cases if raw_cases is not None else "".join(json.dumps(c) + "\n" for c in cases))
+    spec = {
+        "name": "tiny",
+        "version": "1.0.0",
+        "corpusVersion": "tiny-1",
+        "relevanceUnit": "passage",
+        "splits": ["dev", "release"],
+        "files": hash_files(root),
+        **(spec_overrides or {}),
+    }
+    (root / "benchmark.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return root
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    return write_tiny(tmp_path / "tiny")
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One sqlite tracking store for the session (creating one costs seconds)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlruns') / 'mlflow.db'}"

@@ -1,0 +1,145 @@
+"""Stable chunk IDs, parents kept, offsets exact, span judgments mapped to chunks by overlap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import DEMO
+
+from rageval.benchmark import load_benchmark
+from rageval.chunking import chunk_corpus, chunk_document, chunk_qrels, config_hash, parent_of
+from rageval.schema import Case, ChunkingConfig, Document
+
+CONFIG = ChunkingConfig(size=120, overlap=20)
+
+DOC = Document(
+    id="runbook",
+    title="Runbook",
+    text=(
+        "# Runbook\n\nIntro line about the service and why this runbook exists at all.\n\n"
+        "## Restore\n\nRestore from the nightly snapshot, then replay the journal.\n\n"
+        "```bash\n# a comment, not a heading\nnpub restore --from nightly --replay\n```\n\n"
+        "| step | owner |\n|---|---|\n| restore | sre |\n| verify | qa |\n\n"
+        "## Verify\n\n" + "Check every region twice. " * 30
+    ),
+)
+
+
+def ids_of(chunks):
+    return [(c.chunk_id, c.parent_id, c.start, c.end) for c in chunks]
+
+
+def demo_documents():
+    return list(load_benchmark(DEMO).documents.values())
+
+
+def test_demo_corpus_chunks_identically_twice():
+    docs = demo_documents()
+    first, second = chunk_corpus(docs, CONFIG), chunk_corpus(docs, CONFIG)
+    assert len(first) > len(docs)  # long documents really are split
+    assert ids_of(first) == ids_of(second)
+
+
+CHILD = """
+import json, sys
+from rageval.benchmark import load_benchmark
+from rageval.chunking import chunk_corpus
+from rageval.schema import ChunkingConfig
+docs = load_benchmark(sys.argv[1]).documents.values()
+chunks = chunk_corpus(docs, ChunkingConfig(size=120, overlap=20))
+print(json.dumps([[c.chunk_id, c.parent_id, c.start, c.end] for c in chunks]))
+"""
+
+
+def test_demo_corpus_chunks_identically_in_two_processes():
+    outputs = [
+        subprocess.run([sys.executable, "-c", CHILD, str(DEMO)], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        for seed in ("1", "2")
+    ]
+    assert outputs[0] == outputs[1]
+    here = [list(row) for row in ids_of(chunk_corpus(demo_documents(), CONFIG))]
+    assert json.loads(outputs[0]) == here
+
+
+def test_changing_chunk_size_changes_ids_and_keeps_parents():
+    docs = demo_documents()
+    small = chunk_corpus(docs, CONFIG)
+    large = chunk_corpus(docs, CONFIG.model_copy(update={"size": 300}))
+    assert config_hash(CONFIG) != config_hash(CONFIG.model_copy(update={"size": 300}))
+    assert not {c.chunk_id for c in small} & {c.chunk_id for c in large}
+    for chunks in (small, large):
+        assert {c.parent_id for c in chunks} == {d.id for d in docs}
+        assert all(parent_of(c.chunk_id) == c.parent_id for c in chunks)
+
+
+def test_chunk_id_is_parent_config_and_position():
+    chunks = chunk_document(DOC, CONFIG)
+    digest = config_hash(CONFIG)
+    assert [c.chunk_id for c in chunks] == [f"runbook#{digest}-{i}" for i in range(len(chunks))]
+
+
+def test_offsets_are_exact_and_chunks_cover_the_text():
+    chunks = chunk_document(DOC, ChunkingConfig(size=40, overlap=8))
+    assert len(chunks) >= 4
+    for chunk in chunks:
+        assert DOC.text[chunk.start : chunk.end] == chunk.text
+        assert chunk.tokens <= 40
+    covered = set()
+    for chunk in chunks:
+        covered.update(range(chunk.start, chunk.end))
+    assert all(i in covered for i, ch in enumerate(DOC.text) if not ch.isspace())
+
+
+def test_atomic_code_blocks_and_tables_are_not_cut():
+    code = DOC.text.index("```bash")
+    code_end = DOC.text.index("```\n", code + 3) + 3
+    table = DOC.text.index("| step")
+    table_end = DOC.text.index("| verify | qa |") + len("| verify | qa |")
+    for chunk in chunk_document(DOC, ChunkingConfig(size=40, overlap=8)):
+        for start, end in ((code, code_end), (table, table_end)):
+            if chunk.start < end and start < chunk.end:  # overlaps the block: must hold all of it
+                assert chunk.start <= start and chunk.end >= end, (chunk.text, start, end)
+
+
+def test_headings_are_inherited_but_not_inside_code():
+    chunks = chunk_document(DOC, ChunkingConfig(size=40, overlap=0))
+    verify = [c for c in chunks if "Check every region" in c.text and not c.text.startswith("## Verify")]
+    assert verify and verify[-1].headings == ("Runbook", "Verify")
+    assert verify[-1].index_text.startswith("Runbook > Runbook > Verify\n")
+    assert all("a comment, not a heading" not in h for c in chunks for h in c.headings)
+    plain = chunk_document(DOC, ChunkingConfig(size=40, overlap=0, headings=False))
+    assert all(c.index_text == c.text for c in plain)
+
+
+def test_method_none_keeps_one_chunk_per_document():
+    (chunk,) = chunk_document(DOC, ChunkingConfig(method="none"))
+    assert (chunk.start, chunk.end, chunk.parent_id) == (0, len(DOC.text), "runbook")
+    assert chunk.index_text == "Runbook\n" + DOC.text
+
+
+def test_span_judgments_become_chunk_judgments_by_overlap():
+    chunks = chunk_document(DOC, ChunkingConfig(size=40, overlap=0))
+    start = DOC.text.index("Restore from")
+    end = start + len("Restore from the nightly snapshot")
+    case = Case(
+        queryId="q",
+        query="restore",
+        corpusVersion="v",
+        split="dev",
+        relevant=[{"documentId": "runbook", "grade": 3, "start": start, "end": end}, {"documentId": "other", "grade": 1}],
+    )
+    other = chunk_document(Document(id="other", title="", text="whole document judged"), CONFIG)
+    qrels = chunk_qrels([case], chunks + other)["q"]
+    hit = [c.chunk_id for c in chunks if c.start < end and start < c.end]
+    assert hit and all(qrels[c] == 3 for c in hit)
+    assert not any(c.chunk_id in qrels for c in chunks if c.chunk_id not in hit)
+    assert qrels[other[0].chunk_id] == 1
+
+
+@pytest.mark.parametrize("overlap", [61, 100])
+def test_overlap_above_half_the_size_is_refused(overlap):
+    with pytest.raises(ValueError, match="at most half"):
+        ChunkingConfig(size=120, overlap=overlap)

@@ -1,0 +1,78 @@
+"""Strict run configurations: unknown keys name file and line; overrides are validated the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT
+
+from rageval.config import flatten, load_config
+from rageval.errors import ConfigError
+
+BM25 = ROOT / "params" / "bm25.yaml"
+
+
+def write_config(tmp_path: Path, mutate) -> Path:
+    data = yaml.safe_load(BM25.read_text())
+    data["benchmark"] = str(ROOT / "rageval" / "demo")
+    mutate(data)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_the_shipped_baseline_is_valid_and_resolves_its_benchmark():
+    config = load_config(BM25)
+    assert config.benchmark == str((ROOT / "rageval" / "demo").resolve())
+    assert config.retrieval.stages[0].type == "bm25"
+
+
+def test_unknown_top_level_key_names_file_line_and_allowed_keys(tmp_path):
+    path = write_config(tmp_path, lambda d: d.update(finalk=5))
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    (problem,) = raised.value.problems
+    assert problem.file == str(path) and problem.field == "finalk"
+    assert path.read_text().splitlines()[problem.line - 1].startswith("finalk:")
+    assert "final_k" in problem.fix
+
+
+def test_unknown_nested_key_in_a_stage(tmp_path):
+    path = write_config(tmp_path, lambda d: d["retrieval"]["stages"][0].update(k3=1))
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    (problem,) = raised.value.problems
+    assert problem.field == "retrieval.stages[0].k3"
+    assert path.read_text().splitlines()[problem.line - 1].strip().startswith("k3:")
+
+
+def test_overrides_are_applied_and_validated_naming_the_override():
+    config = load_config(BM25, ["retrieval.stages.0.k1=1.2", "chunking.size=300", "evaluation.measures=[RR, nDCG@5]"])
+    assert (config.retrieval.stages[0].k1, config.chunking.size) == (1.2, 300)
+    assert config.evaluation.measures == ["RR", "nDCG@5"]
+    for override, field in (("chunking.sise=3", "chunking.sise"), ("final_k=abc", "final_k"), ("retrieval.stages.0.b=2", "retrieval.stages[0].b")):
+        with pytest.raises(ConfigError) as raised:
+            load_config(BM25, [override])
+        (problem,) = raised.value.problems
+        assert problem.file == f"--set {override}" and problem.field == field
+
+
+def test_bad_measure_and_bad_override_syntax(tmp_path):
+    path = write_config(tmp_path, lambda d: d["evaluation"].update(measures=["nDCG@10", "Recall@@5"]))
+    with pytest.raises(ConfigError, match="Recall@@5"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(BM25, ["just-a-key"])
+
+
+def test_unknown_tokenizer_and_oversized_overlap_are_refused():
+    with pytest.raises(ConfigError, match="valid choices are words"):
+        load_config(BM25, ["chunking.tokenizer=gpt9"])
+    with pytest.raises(ConfigError, match="at most half"):
+        load_config(BM25, ["chunking.overlap=150"])
+
+
+def test_flatten_keeps_scalar_lists_whole():
+    assert flatten({"a": {"b": [1, 2]}, "s": [{"k": 1}]}) == {"a.b": [1, 2], "s.0.k": 1}
