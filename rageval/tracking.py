@@ -1,0 +1,400 @@
+"""The only module that talks to MLflow: create, log, fail, seal and verify runs.
+
+Everything goes through ``MlflowClient`` with explicit run IDs; the fluent API, with its active-run
+stack, is never used. MLflow itself lets anyone log into a finished run, so immutability is ours:
+a run is *sealed* by a manifest (the sha256 of every artifact, and every param, metric, tag and
+input) whose own hash becomes the ``rageval.seal`` tag. Every logging call here refuses a sealed
+run, and :meth:`Tracker.verify` recomputes every hash. A run without the seal tag — failed,
+interrupted or in progress — is never a result.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from rageval.errors import RunSealedError, TrackingError, VerificationError
+from rageval.metrics import metric_key
+
+if TYPE_CHECKING:
+    from rageval.experiment import ExperimentResult
+
+SEAL_TAG = "rageval.seal"
+ERROR_TAG = "rageval.error"
+MANIFEST = "manifest.json"
+_BATCH = 100
+
+
+def project_root() -> Path:
+    """The checkout rageval runs from (editable install), else the working directory."""
+    package = Path(__file__).resolve().parent
+    return package.parent if (package.parent / "pyproject.toml").is_file() else Path.cwd().resolve()
+
+
+def default_store() -> Path:
+    return project_root() / "mlruns"
+
+
+def resolve_tracking_uri(uri: str | None = None) -> str:
+    """``uri``, else ``MLFLOW_TRACKING_URI``, else the project's embedded store (absolute)."""
+    return uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{default_store() / 'mlflow.db'}"
+
+
+def artifact_root_for(uri: str) -> str | None:
+    """Artifacts of a local sqlite store sit beside its database, by absolute URI."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").resolve().as_uri()
+    return None
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def metric_names(result: ExperimentResult) -> dict[str, float]:
+    """Every metric of a result under its MLflow key (see :func:`rageval.metrics.metric_key`)."""
+    out: dict[str, float] = {}
+    for measure, value in result.evaluation.aggregates.items():
+        out[metric_key(measure)] = value
+    for label, row in result.slices.iterrows():
+        out[f"slice/{metric_key(str(label))}/queries"] = row["queries"]
+        for measure in result.evaluation.per_query.columns:
+            out[f"slice/{metric_key(str(label))}/{metric_key(measure)}"] = row[measure]
+    out.update(result.counts())
+    for stage, row in result.latency_percentiles().iterrows():
+        out[f"latency/{metric_key(str(stage))}/p50_ms"] = row["p50_ms"]
+        out[f"latency/{metric_key(str(stage))}/p95_ms"] = row["p95_ms"]
+    out["context_tokens_mean"] = float(result.context_tokens.mean()) if len(result.context_tokens) else 0.0
+    for stage, seconds in result.timings.items():
+        out[f"time_s/{stage}"] = seconds
+    return {k: float(v) for k, v in out.items() if pd.notna(v)}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    name: str
+    experiment_id: str
+    status: str
+    sealed: bool
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    artifact_uri: str
+
+
+class Tracker:
+    """A tracking store. ``tracking_uri`` follows :func:`resolve_tracking_uri`."""
+
+    def __init__(self, tracking_uri: str | None = None) -> None:
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        from mlflow import MlflowClient
+
+        # Creating a new sqlite store logs alembic migrations at INFO; they are not the user's concern.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        self.uri = resolve_tracking_uri(tracking_uri)
+        if not self.uri.startswith("sqlite:///"):
+            self.client = MlflowClient(tracking_uri=self.uri)
+            return
+        # Opening a new sqlite store creates its tables; parallel runs must not do that at once.
+        database = Path(self.uri.removeprefix("sqlite:///"))
+        database.parent.mkdir(parents=True, exist_ok=True)
+        with open(database.parent / f".{database.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.client = MlflowClient(tracking_uri=self.uri)
+
+    # ------------------------------------------------------------------ reading
+
+    def run(self, run_id: str) -> RunInfo:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as exc:
+            raise TrackingError(f"no run {run_id!r} in {self.uri}: {exc.message}") from None
+        return RunInfo(
+            run_id=run.info.run_id,
+            name=run.info.run_name,
+            experiment_id=run.info.experiment_id,
+            status=run.info.status,
+            sealed=SEAL_TAG in run.data.tags,
+            params=dict(run.data.params),
+            metrics=dict(run.data.metrics),
+            tags=dict(run.data.tags),
+            artifact_uri=run.info.artifact_uri,
+        )
+
+    def runs(self, experiment: str | None = None) -> list[RunInfo]:
+        """Runs of one experiment (all experiments for ``None``), newest first."""
+        experiments = self.client.search_experiments()
+        ids = [e.experiment_id for e in experiments if experiment is None or e.name == experiment]
+        if not ids:
+            return []
+        found = self.client.search_runs(ids, order_by=["attributes.start_time DESC"], max_results=1000)
+        return [self.run(r.info.run_id) for r in found]
+
+    def sealed_frame(self, run_id: str, artifact_path: str) -> pd.DataFrame:
+        """A parquet artifact of a sealed run; unsealed runs are not results and are refused."""
+        import mlflow.artifacts
+
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+            local = mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=artifact_path, dst_path=tmp, tracking_uri=self.uri
+            )
+            return pd.read_parquet(local)
+
+    def rankings(self, run_id: str) -> pd.DataFrame:
+        return self.sealed_frame(run_id, "rankings.parquet")
+
+    # ------------------------------------------------------------------ writing
+
+    def experiment_id(self, name: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        existing = self.client.get_experiment_by_name(name)
+        if existing is not None:
+            return existing.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=artifact_root_for(self.uri))
+        except MlflowException:
+            # A parallel run created it first.
+            existing = self.client.get_experiment_by_name(name)
+            if existing is None:
+                raise
+            return existing.experiment_id
+
+    def create_run(
+        self,
+        experiment: str,
+        run_name: str,
+        *,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str],
+        files: Mapping[str, bytes] = {},
+        dataset: pd.DataFrame | None = None,
+        dataset_name: str = "cases",
+        dataset_source: str = "",
+        dataset_digest: str | None = None,
+        dataset_context: str = "",
+    ) -> str:
+        """Create a run in RUNNING state with its params, tags, files and dataset input."""
+        run = self.client.create_run(self.experiment_id(experiment), tags=dict(tags), run_name=run_name)
+        run_id = run.info.run_id
+        self.log_params(run_id, params)
+        for path, data in files.items():
+            self.log_bytes(run_id, path, data)
+        if dataset is not None:
+            self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
+        return run_id
+
+    def _writable(self, run_id: str) -> None:
+        info = self.run(run_id)
+        if info.sealed:
+            raise RunSealedError(
+                f"run {run_id} is sealed (manifest sha256 {info.tags[SEAL_TAG][:12]}…) and cannot change; "
+                "start a new run with `rageval run`"
+            )
+        if info.status != "RUNNING":
+            raise TrackingError(f"run {run_id} is {info.status}; only a running run accepts new records")
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        self._writable(run_id)
+        items = [Param(k, v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()]
+        for start in range(0, len(items), _BATCH):
+            self.client.log_batch(run_id, params=items[start : start + _BATCH])
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float]) -> None:
+        from mlflow.entities import Metric
+
+        self._writable(run_id)
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        for start in range(0, len(items), 1000):
+            self.client.log_batch(run_id, metrics=items[start : start + 1000])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self._writable(run_id)
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_bytes(self, run_id: str, artifact_path: str, data: bytes) -> None:
+        self._writable(run_id)
+        with tempfile.TemporaryDirectory(prefix="rageval-artifact-") as tmp:
+            local = Path(tmp) / Path(artifact_path).name
+            local.write_bytes(data)
+            parent = str(Path(artifact_path).parent)
+            self.client.log_artifact(run_id, str(local), None if parent == "." else parent)
+
+    def log_file(self, run_id: str, artifact_path: str, path: Path) -> None:
+        self.log_bytes(run_id, artifact_path, Path(path).read_bytes())
+
+    def log_frame(self, run_id: str, artifact_path: str, frame: pd.DataFrame) -> None:
+        self.log_bytes(run_id, artifact_path, frame.to_parquet(index=False))
+
+    def _log_dataset(
+        self, run_id: str, frame: pd.DataFrame, name: str, source: str, digest: str | None, context: str
+    ) -> None:
+        """Log the cases as an MLflow dataset input (all columns are text), so the UI shows which
+        data a run used. The entity is built directly: ``from_pandas`` warns on local paths."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+        schema = {"mlflow_colspec": [{"type": "string", "name": str(c), "required": True} for c in frame.columns]}
+        entity = Dataset(
+            name=name,
+            digest=digest or sha256_bytes(frame.to_csv(index=False).encode())[:16],
+            source_type="local",
+            source=json.dumps({"uri": source}),
+            schema=json.dumps(schema),
+            profile=json.dumps({"num_rows": len(frame), "num_elements": int(frame.size)}),
+        )
+        self.client.log_inputs(run_id, [DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)])])
+
+    def log_result(self, run_id: str, result: ExperimentResult) -> None:
+        """Log an experiment's metrics and per-query artifacts into a running run."""
+        started = time.perf_counter()
+        self._writable(run_id)
+        evaluation = result.evaluation
+        self.log_metrics(run_id, metric_names(result))
+        self.log_frame(run_id, "rankings.parquet", result.rankings)
+        self.log_frame(run_id, "per_query_metrics.parquet", evaluation.long())
+        self.log_frame(run_id, "latency.parquet", result.latency)
+        cases = {c.queryId: c for c in result.benchmark.cases_for(result.config.split)}
+        queries = pd.DataFrame(
+            {
+                "query_id": list(cases),
+                "slices": [list(c.slice) for c in cases.values()],
+                "answerable": [c.answerable for c in cases.values()],
+                "context_tokens": [int(result.context_tokens.get(q, 0)) for q in cases],
+                "failed": [q in set(result.failures["query_id"]) for q in cases],
+            }
+        )
+        self.log_frame(run_id, "queries.parquet", queries)
+        self.log_bytes(run_id, "slices.csv", result.slices.to_csv().encode())
+        failures = result.failures.to_dict(orient="records")
+        self.log_bytes(run_id, "failures.json", json.dumps(failures, indent=2).encode())
+        summary = {
+            "level": result.level,
+            "measures": {m.key: m.text for m in evaluation.measures},
+            "definitions": evaluation.definitions(),
+            "aggregates": {m: (None if pd.isna(v) else float(v)) for m, v in evaluation.aggregates.items()},
+            "skipped_queries": list(evaluation.skipped),
+            "missing_queries": list(evaluation.missing),
+            "counts": result.counts(),
+        }
+        self.log_bytes(run_id, "metrics.json", json.dumps(summary, indent=2, sort_keys=True).encode())
+        self.log_metrics(run_id, {"time_s/logging": time.perf_counter() - started})
+
+    def fail(self, run_id: str, error: str, notebook: Path | None = None) -> None:
+        """End a run as FAILED with its error and, if any, the partial executed notebook."""
+        self._writable(run_id)
+        self.set_tags(run_id, {ERROR_TAG: error[:4000]})
+        self.log_bytes(run_id, "error.txt", error.encode())
+        if notebook is not None and Path(notebook).is_file():
+            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+        self.client.set_terminated(run_id, "FAILED")
+
+    # ------------------------------------------------------------------ sealing
+
+    def _snapshot(self, run_id: str, dst: Path) -> dict[str, Any]:
+        """Everything a seal covers: artifact hashes, params, metrics, tags and inputs."""
+        import mlflow.artifacts
+
+        mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(dst), tracking_uri=self.uri)
+        artifacts = {
+            p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes())
+            for p in sorted(dst.rglob("*"))
+            if p.is_file() and p.relative_to(dst).as_posix() != MANIFEST
+        }
+        run = self.client.get_run(run_id)
+        inputs = sorted(
+            f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])
+        )
+        return {
+            "run_id": run_id,
+            "artifacts": artifacts,
+            "params": dict(sorted(run.data.params.items())),
+            "metrics": dict(sorted(run.data.metrics.items())),
+            "tags": {k: v for k, v in sorted(run.data.tags.items()) if not k.startswith("mlflow.") and k != SEAL_TAG},
+            "inputs": inputs,
+        }
+
+    def seal(self, run_id: str) -> str:
+        """Write the manifest, end the run FINISHED, then set the seal tag (the last write)."""
+        self._writable(run_id)
+        with tempfile.TemporaryDirectory(prefix="rageval-seal-") as tmp:
+            manifest = self._snapshot(run_id, Path(tmp))
+        manifest["sealed_at"] = datetime.now(timezone.utc).isoformat()
+        data = json.dumps(manifest, indent=2, sort_keys=True).encode()
+        self.log_bytes(run_id, MANIFEST, data)
+        self.client.set_terminated(run_id, "FINISHED")
+        digest = sha256_bytes(data)
+        self.client.set_tag(run_id, SEAL_TAG, digest)
+        return digest
+
+    def verify(self, run_id: str) -> list[str]:
+        """Recompute every hash of a sealed run; return what changed (empty when intact)."""
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        changes: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="rageval-verify-") as tmp:
+            now = self._snapshot(run_id, Path(tmp))
+            manifest_file = Path(tmp) / MANIFEST
+            if not manifest_file.is_file():
+                return [f"{MANIFEST} is missing"]
+            data = manifest_file.read_bytes()
+        if sha256_bytes(data) != info.tags[SEAL_TAG]:
+            changes.append(f"{MANIFEST} changed: its sha256 no longer matches the {SEAL_TAG} tag")
+        sealed = json.loads(data)
+        changes += _diff("artifact", sealed.get("artifacts", {}), now["artifacts"], "content changed")
+        for kind in ("params", "metrics", "tags"):
+            changes += _diff(kind.rstrip("s"), sealed.get(kind, {}), now[kind], "value changed")
+        if sealed.get("inputs", []) != now["inputs"]:
+            changes.append(f"inputs changed: {sealed.get('inputs')} → {now['inputs']}")
+        return changes
+
+    def verify_or_raise(self, run_id: str) -> None:
+        changes = self.verify(run_id)
+        if changes:
+            raise VerificationError(run_id, changes)
+
+
+def _diff(kind: str, before: Mapping[str, Any], after: Mapping[str, Any], changed: str) -> list[str]:
+    out = []
+    for key in sorted(set(before) | set(after)):
+        if key not in after:
+            out.append(f"{kind} {key!r} was removed")
+        elif key not in before:
+            out.append(f"{kind} {key!r} was added after sealing")
+        elif before[key] != after[key]:
+            out.append(f"{kind} {key!r}: {changed} ({before[key]!r} → {after[key]!r})")
+    return out
+
+
+def environment() -> str:
+    """Installed distributions, one ``name==version`` a line: the run's environment."""
+    from importlib.metadata import distributions
+
+    names = sorted({f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}, key=str.lower)
+    return "\n".join(names) + "\n"

@@ -1,0 +1,192 @@
+"""`rageval run` end to end: papermill notebook → sealed run; failures and kills leave no result."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from conftest import DEMO, ROOT
+
+from rageval.errors import ConfigError, NotebookExecutionError, ParameterError
+from rageval.runner import execute_run
+from rageval.tracking import Tracker
+
+pytestmark = pytest.mark.e2e
+BM25 = ROOT / "params" / "bm25.yaml"
+
+
+def runs_in(store: str) -> set[str]:
+    return {r.run_id for r in Tracker(store).runs()}
+
+
+def notebook_with(tmp_path: Path, body: str) -> Path:
+    """A notebook with the evaluation notebook's parameters cell and ``body`` after it."""
+    source = nbformat.read(ROOT / "notebooks" / "evaluate.ipynb", as_version=4)
+    params = next(c for c in source.cells if "parameters" in c.metadata.get("tags", []))
+    notebook = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(body)], metadata=source.metadata)
+    path = tmp_path / "custom.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def demo_runs(store):
+    """The README's main job, twice with the same configuration."""
+    return [execute_run(BM25, tracking_uri=store) for _ in range(2)]
+
+
+def test_the_baseline_ends_in_a_sealed_verified_run(demo_runs, store):
+    outcome = demo_runs[0]
+    tracker = Tracker(store)
+    info = tracker.run(outcome.run_id)
+    assert info.status == "FINISHED" and info.sealed
+    assert tracker.verify(outcome.run_id) == []
+    assert 0 < info.metrics["nDCG_at_10"] <= 1
+    assert info.metrics["queries_evaluated"] + info.metrics["queries_skipped"] == info.metrics["queries_total"]
+    assert info.metrics["queries_skipped"] >= 1  # the demo's unanswerable cases
+    assert info.params["measure.nDCG_at_10"] == "nDCG@10" and info.params["evaluation.ties"] == "docid-asc"
+    for tag in ("rageval.git.commit", "rageval.git.dirty", "rageval.version", "rageval.benchmark.name",
+                "rageval.benchmark.version", "rageval.benchmark.corpus_version", "rageval.hash.corpus",
+                "rageval.hash.cases", "rageval.hash.qrels", "rageval.chunking.hash", "rageval.split",
+                "rageval.python", "rageval.platform"):
+        assert info.tags.get(tag), tag
+    assert {"latency/bm25/p50_ms", "latency/bm25/p95_ms", "context_tokens_mean", "time_s/kernel_start"} <= info.metrics.keys()
+    assert any(k.startswith("slice/") for k in info.metrics)
+    run = tracker.client.get_run(outcome.run_id)
+    (dataset,) = run.inputs.dataset_inputs
+    assert dataset.dataset.name.startswith("rageval-demo") and dataset.tags[0].value == "dev"
+
+
+def test_the_executed_notebook_is_attached_without_errors(demo_runs, store):
+    tracker = Tracker(store)
+    path = Path(tracker.run(demo_runs[0].run_id).artifact_uri.removeprefix("file://")) / "notebook" / "evaluate.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    injected = [c for c in notebook.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and demo_runs[0].run_id in injected[0].source
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert outputs and not any(o.output_type == "error" for o in outputs)
+    assert any("image/png" in o.get("data", {}) for o in outputs)
+
+
+def test_two_identical_runs_are_two_runs(demo_runs, store):
+    first, second = demo_runs
+    assert first.run_id != second.run_id
+    tracker = Tracker(store)
+    a, b = tracker.run(first.run_id), tracker.run(second.run_id)
+    assert a.sealed and b.sealed and a.params == b.params
+    assert a.metrics["nDCG_at_10"] == b.metrics["nDCG_at_10"]
+    assert tracker.rankings(first.run_id).equals(tracker.rankings(second.run_id))
+
+
+def test_a_notebook_exception_ends_failed_and_unsealed(tmp_path, store):
+    notebook = notebook_with(tmp_path, "raise RuntimeError('boom in a cell')")
+    before = runs_in(store)
+    with pytest.raises(NotebookExecutionError, match="boom in a cell") as raised:
+        execute_run(BM25, tracking_uri=store, notebook=notebook)
+    (new,) = runs_in(store) - before
+    assert raised.value.run_id == new
+    info = Tracker(store).run(new)
+    assert info.status == "FAILED" and not info.sealed and "boom in a cell" in info.tags["rageval.error"]
+    partial = Path(info.artifact_uri.removeprefix("file://")) / "notebook" / "custom.ipynb"
+    assert "boom in a cell" in partial.read_text()
+
+
+def test_bad_parameters_and_configs_fail_before_a_run_exists(tmp_path, store):
+    before = runs_in(store)
+    with pytest.raises(ParameterError, match="unknown notebook parameter"):
+        execute_run(BM25, tracking_uri=store, notebook_parameters={"colour": "red"})
+    with pytest.raises(ParameterError, match="run_id"):
+        cell = nbformat.v4.new_code_cell("config_yaml = None\ntracking_uri = None", metadata={"tags": ["parameters"]})
+        nb = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+        path = tmp_path / "lacking.ipynb"
+        nbformat.write(nb, path)
+        execute_run(BM25, tracking_uri=store, notebook=path)
+    with pytest.raises(ConfigError, match="unknown key"):
+        execute_run(BM25, tracking_uri=store, overrides=["retrieval.stages.0.k2=1"])
+    bad = yaml.safe_load(BM25.read_text())
+    bad["benchmark"] = str(DEMO)
+    bad["evaluation"]["tie"] = "x"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(ConfigError, match="bad.yaml"):
+        execute_run(tmp_path / "bad.yaml", tracking_uri=store)
+    assert runs_in(store) == before
+
+
+def test_a_killed_run_leaves_no_sealed_run(tmp_path, store):
+    notebook = notebook_with(tmp_path, "import time\ntime.sleep(120)")
+    before = runs_in(store)
+    exe = Path(sys.executable).parent / "rageval"
+    process = subprocess.Popen([str(exe), "run", str(BM25), "--tracking-uri", store, "--notebook", str(notebook)],
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        new: set[str] = set()
+        while time.time() < deadline and not new:
+            time.sleep(1)
+            new = runs_in(store) - before
+        assert new, "the run never started"
+        time.sleep(3)  # let the kernel start the sleeping cell
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    (run_id,) = new
+    info = Tracker(store).run(run_id)
+    assert not info.sealed and info.status == "RUNNING"
+    with pytest.raises(Exception, match="not sealed"):
+        Tracker(store).verify(run_id)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_the_ui_answers_on_loopback_and_lists_the_run(demo_runs, store):
+    port = free_port()
+    exe = Path(sys.executable).parent / "rageval"
+    server = subprocess.Popen([str(exe), "ui", "--port", str(port), "--tracking-uri", store],
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={demo_runs[0].run_id}"
+        deadline, body = time.time() + 90, None
+        while time.time() < deadline and body is None:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    body = json.loads(response.read())
+            except OSError:
+                time.sleep(1)
+        assert body is not None, "the MLflow UI did not answer"
+        tags = {t["key"]: t["value"] for t in body["run"]["data"]["tags"]}
+        assert body["run"]["info"]["status"] == "FINISHED" and "rageval.seal" in tags
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+            assert response.status == 200
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_parallel_runs_on_a_new_store_do_not_clash_or_warn(tmp_path):
+    store = f"sqlite:///{tmp_path / 'parallel' / 'mlflow.db'}"
+    exe = Path(sys.executable).parent / "rageval"
+    processes = [
+        subprocess.Popen([str(exe), "run", str(BM25), "--tracking-uri", store], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=240) for p in processes]
+    for process, (stdout, stderr) in zip(processes, outputs):
+        assert process.returncode == 0, stderr
+        assert "sealed" in stdout
+        assert "Warning" not in stderr and "TCP" not in stderr, stderr
+    runs = Tracker(store).runs()
+    assert len(runs) == 2 and all(r.sealed for r in runs)
