@@ -9,7 +9,6 @@ give identical rankings, and splits the end-to-end time of `rageval run` into it
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -70,7 +69,7 @@ def main() -> int:
         for query in queries:
             tokens = bm25s.tokenize([query.text], return_ids=False, **opts)
             docs, scores = retriever.retrieve(tokens, k=k, show_progress=False)
-            out[query.query_id] = [(chunks[d].chunk_id, float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+            out[query.query_id] = [(chunks[d].chunk_id, float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
         return out
 
     def ours_search(stage):

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,7 +25,7 @@ app.add_typer(benchmark_app, name="benchmark")
 benchmark_app.add_typer(import_app, name="import")
 
 TrackingUri = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--tracking-uri", help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI, else the project's mlruns/]"),
 ]
 
@@ -98,7 +98,7 @@ def import_beir(
     name: Annotated[str, typer.Option(help="benchmark name")],
     version: Annotated[str, typer.Option(help="benchmark version")],
     split: Annotated[list[str], typer.Option(help="BEIR qrels split = benchmark split, e.g. test=release")],
-    corpus_version: Annotated[Optional[str], typer.Option(help="[default: folder name + corpus sha256]")] = None,
+    corpus_version: Annotated[str | None, typer.Option(help="[default: folder name + corpus sha256]")] = None,
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import a BEIR-layout collection."""
@@ -125,7 +125,7 @@ def import_trec(
     version: Annotated[str, typer.Option(help="benchmark version")],
     field: Annotated[str, typer.Option(help="topic field(s): title, desc, narr, or e.g. title+desc")] = "title",
     release_fraction: Annotated[float, typer.Option(help="share of queries for the release split (stable by query ID)")] = 0.0,
-    corpus_version: Annotated[Optional[str], typer.Option()] = None,
+    corpus_version: Annotated[str | None, typer.Option()] = None,
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import TREC topics, qrels and a document collection."""
@@ -152,7 +152,7 @@ def _summary(benchmark) -> None:
 def export_qrels(
     path: Annotated[Path, typer.Argument(help="benchmark folder")],
     out: Annotated[Path, typer.Option(help="TREC qrels file to write")],
-    split: Annotated[Optional[str], typer.Option(help="one split [default: all]")] = None,
+    split: Annotated[str | None, typer.Option(help="one split [default: all]")] = None,
 ) -> None:
     """Write a benchmark's document-level judgments as TREC qrels."""
     from rageval.benchmark import load_benchmark
@@ -219,14 +219,14 @@ def metrics(
 @app.command("run")
 def run(
     config: Annotated[Path, typer.Argument(help="run configuration, e.g. params/bm25.yaml")],
-    benchmark: Annotated[Optional[Path], typer.Option(help="benchmark folder [default: the config's]")] = None,
-    split: Annotated[Optional[str], typer.Option(help="dev or release [default: the config's]")] = None,
+    benchmark: Annotated[Path | None, typer.Option(help="benchmark folder [default: the config's]")] = None,
+    split: Annotated[str | None, typer.Option(help="dev or release [default: the config's]")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="override a config key: key.path=value (YAML value)")] = [],
     tracking_uri: TrackingUri = None,
-    experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment [default: the benchmark name]")] = None,
-    notebook: Annotated[Optional[Path], typer.Option(help="[default: notebooks/evaluate.ipynb]")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the benchmark name]")] = None,
+    notebook: Annotated[Path | None, typer.Option(help="[default: notebooks/evaluate.ipynb]")] = None,
     parameter: Annotated[list[str], typer.Option("-p", "--parameter", help="extra notebook parameter NAME=VALUE")] = [],
-    timeout: Annotated[Optional[int], typer.Option(help="per-cell timeout in seconds")] = None,
+    timeout: Annotated[int | None, typer.Option(help="per-cell timeout in seconds")] = None,
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
     import yaml
@@ -273,7 +273,7 @@ def verify(run_id: Annotated[str, typer.Argument()], tracking_uri: TrackingUri =
 
 @app.command("runs")
 def runs(
-    experiment: Annotated[Optional[str], typer.Option(help="one experiment [default: all]")] = None,
+    experiment: Annotated[str | None, typer.Option(help="one experiment [default: all]")] = None,
     tracking_uri: TrackingUri = None,
 ) -> None:
     """List runs, newest first, with their status and whether they are sealed."""

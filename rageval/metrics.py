@@ -223,7 +223,7 @@ def evaluate(
     ordered = ordered[ordered["query_id"].isin(answerable.keys())]
     scores = (-ordered["rank"]).astype(float).to_numpy()
     run_dict: dict[str, dict[str, float]] = {}
-    for qid, did, score in zip(ordered["query_id"].to_numpy(), ordered["doc_id"].to_numpy(), scores):
+    for qid, did, score in zip(ordered["query_id"].to_numpy(), ordered["doc_id"].to_numpy(), scores, strict=True):
         run_dict.setdefault(qid, {})[did] = float(score)
 
     columns = [m.text for m in parsed]

@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -344,7 +344,7 @@ class Tracker:
         self._writable(run_id)
         with tempfile.TemporaryDirectory(prefix="rageval-seal-") as tmp:
             manifest = self._snapshot(run_id, Path(tmp))
-        manifest["sealed_at"] = datetime.now(timezone.utc).isoformat()
+        manifest["sealed_at"] = datetime.now(UTC).isoformat()
         data = json.dumps(manifest, indent=2, sort_keys=True).encode()
         self.log_bytes(run_id, MANIFEST, data)
         self.client.set_terminated(run_id, "FINISHED")

@@ -29,7 +29,7 @@ def test_bm25_stage_ranks_exactly_as_raw_bm25s():
     raw.index(bm25s.tokenize(TEXTS, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
     for query in ("cache publish", "secret rotation", "nightly backup restore"):
         docs, scores = raw.retrieve(bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False), k=5, show_progress=False)
-        expected = sorted(((f"d{d}", float(s)) for d, s in zip(docs[0], scores[0]) if s > 0), key=lambda x: (-x[1], x[0]))
+        expected = sorted(((f"d{d}", float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0), key=lambda x: (-x[1], x[0]))
         got = [(h.chunk_id.split("#")[0], h.score) for h in stage(Query("q", query), None)]
         assert [d for d, _ in got] == [d for d, _ in expected] and got
         assert [s for _, s in got] == pytest.approx([s for _, s in expected])

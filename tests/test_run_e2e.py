@@ -184,9 +184,26 @@ def test_parallel_runs_on_a_new_store_do_not_clash_or_warn(tmp_path):
         for _ in range(2)
     ]
     outputs = [p.communicate(timeout=240) for p in processes]
-    for process, (stdout, stderr) in zip(processes, outputs):
+    for process, (stdout, stderr) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, stderr
         assert "sealed" in stdout
         assert "Warning" not in stderr and "TCP" not in stderr, stderr
     runs = Tracker(store).runs()
     assert len(runs) == 2 and all(r.sealed for r in runs)
+
+
+def test_a_sealed_run_exports_as_a_trec_run(demo_runs, store, tmp_path):
+    from typer.testing import CliRunner
+
+    from rageval.cli import app
+    from rageval.trec import read_run
+
+    out = tmp_path / "run.txt"
+    result = CliRunner().invoke(app, ["export-run", demo_runs[0].run_id, "--out", str(out), "--tracking-uri", store])
+    assert result.exit_code == 0, result.output
+    exported = read_run(out)
+    rankings = Tracker(store).rankings(demo_runs[0].run_id)
+    assert set(exported["query_id"]) == set(rankings["query_id"])
+    for _, group in exported.groupby("query_id"):
+        assert group["rank"].tolist() == list(range(1, len(group) + 1))
+        assert group["doc_id"].is_unique and not group["doc_id"].str.contains("#").any()

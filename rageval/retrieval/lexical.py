@@ -42,7 +42,7 @@ class BM25Stage:
             return []
         docs, scores = self._retriever.retrieve(tokens, k=self._k, show_progress=False)
         keep = scores[0] > 0
-        return ranked([Hit(str(c), float(s)) for c, s in zip(self._ids[docs[0][keep]], scores[0][keep])])
+        return ranked([Hit(str(c), float(s)) for c, s in zip(self._ids[docs[0][keep]], scores[0][keep], strict=True)])
 
 
 def _stemmer(language: str | None):
