@@ -187,7 +187,7 @@ class Tracker:
         *,
         params: Mapping[str, Any],
         tags: Mapping[str, str],
-        files: Mapping[str, bytes] = {},
+        files: Mapping[str, bytes] | None = None,
         dataset: pd.DataFrame | None = None,
         dataset_name: str = "cases",
         dataset_source: str = "",
@@ -198,7 +198,7 @@ class Tracker:
         run = self.client.create_run(self.experiment_id(experiment), tags=dict(tags), run_name=run_name)
         run_id = run.info.run_id
         self.log_params(run_id, params)
-        for path, data in files.items():
+        for path, data in (files or {}).items():
             self.log_bytes(run_id, path, data)
         if dataset is not None:
             self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
@@ -280,13 +280,14 @@ class Tracker:
         self.log_frame(run_id, "per_query_metrics.parquet", evaluation.long())
         self.log_frame(run_id, "latency.parquet", result.latency)
         cases = {c.queryId: c for c in result.benchmark.cases_for(result.config.split)}
+        failed = set(result.failures["query_id"])
         queries = pd.DataFrame(
             {
                 "query_id": list(cases),
                 "slices": [list(c.slice) for c in cases.values()],
                 "answerable": [c.answerable for c in cases.values()],
                 "context_tokens": [int(result.context_tokens.get(q, 0)) for q in cases],
-                "failed": [q in set(result.failures["query_id"]) for q in cases],
+                "failed": [q in failed for q in cases],
             }
         )
         self.log_frame(run_id, "queries.parquet", queries)

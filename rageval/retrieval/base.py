@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 @dataclass(frozen=True)
@@ -13,8 +13,8 @@ class Query:
     principal: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
+    # A tuple, not a dataclass: stages build thousands per query and tuples are cheap.
     chunk_id: str
     score: float
 
@@ -26,7 +26,3 @@ class Stage(Protocol):
 
     def __call__(self, query: Query, previous: list[Hit] | None) -> list[Hit]: ...
 
-
-def ranked(hits: list[Hit]) -> list[Hit]:
-    """Score descending, then chunk ID ascending: a deterministic order for equal scores."""
-    return sorted(hits, key=lambda hit: (-hit.score, hit.chunk_id))
