@@ -28,8 +28,6 @@ from rageval.schema import (
     BenchmarkSpec,
     Case,
     Document,
-    Judgment,
-    allowed_keys,
     problems_from_validation,
     read_jsonl,
     read_yaml,
@@ -63,10 +61,6 @@ class Benchmark:
     documents: dict[str, Document]
     cases: tuple[Case, ...]
     file_hashes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
 
     def cases_for(self, split: str | None) -> list[Case]:
         """Cases of one split (all cases for ``None``)."""
@@ -159,7 +153,7 @@ def _read_spec(root: Path, problems: list[Problem]) -> tuple[BenchmarkSpec | Non
     except ValidationError as exc:
         problems.extend(
             problems_from_validation(
-                exc, file=BENCHMARK_FILE, lines=lines, allowed={"": allowed_keys(BenchmarkSpec)}, line=1
+                exc, file=BENCHMARK_FILE, model=BenchmarkSpec, lines=lines, line=1
             )
         )
         return None, lines
@@ -216,12 +210,7 @@ def _read_models(path: Path, model: type, problems: list[Problem]) -> list[tuple
             out.append((number, model.model_validate(value)))
         except ValidationError as exc:
             problems.extend(
-                problems_from_validation(
-                    exc,
-                    file=path.name,
-                    line=number,
-                    allowed={"": allowed_keys(model), **({"relevant": allowed_keys(Judgment)} if model is Case else {})},
-                )
+                problems_from_validation(exc, file=path.name, model=model, line=number)
             )
     return out
 

@@ -19,7 +19,7 @@ import bisect
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rageval.schema import Case, ChunkingConfig, Document
@@ -134,7 +134,7 @@ def chunk_document(document: Document, config: ChunkingConfig, digest: str | Non
     text = document.text
     spans = get_tokenizer(config.tokenizer)(text)
     if config.method == "none" or not spans:
-        return [_make_chunk(document, config, digest, 0, 0, len(text), ())]
+        return [_make_chunk(document, config, digest, 0, 0, len(text), (), tokens=len(spans))]
 
     blocks = _blocks(text)
     windows = _windows(text, spans, blocks, config)
@@ -154,7 +154,7 @@ def _make_chunk(
     start: int,
     end: int,
     headings: tuple[str, ...],
-    tokens: int | None = None,
+    tokens: int,
 ) -> Chunk:
     body = document.text[start:end]
     prefix = [document.title, *headings] if config.headings else []
@@ -169,7 +169,7 @@ def _make_chunk(
         text=body,
         headings=headings,
         index_text=index_text,
-        tokens=tokens if tokens is not None else len(get_tokenizer(config.tokenizer)(body)),
+        tokens=tokens,
     )
 
 
@@ -266,7 +266,3 @@ def chunk_qrels(cases: Iterable[Case], chunks: Iterable[Chunk]) -> dict[str, dic
                 grades[chunk.chunk_id] = max(judgment.grade, grades.get(chunk.chunk_id, judgment.grade))
         out[case.queryId] = grades
     return out
-
-
-def parents(chunks: Iterable[Chunk]) -> Mapping[str, str]:
-    return {chunk.chunk_id: chunk.parent_id for chunk in chunks}

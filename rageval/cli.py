@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -102,17 +103,12 @@ def import_beir(
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import a BEIR-layout collection."""
-    from rageval.benchmark import load_benchmark
     from rageval.importers import import_beir as run_import
 
-    try:
-        folder = run_import(
-            source, out, name=name, version=version, splits=_pairs(split, "--split"),
-            corpus_version=corpus_version, grade_map=_grade_map(grade_map),
-        )
-        _summary(load_benchmark(folder))
-    except RagevalError as error:
-        _fail(error)
+    _imported(lambda: run_import(
+        source, out, name=name, version=version, splits=_pairs(split, "--split"),
+        corpus_version=corpus_version, grade_map=_grade_map(grade_map),
+    ))
 
 
 @import_app.command("trec")
@@ -129,20 +125,22 @@ def import_trec(
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import TREC topics, qrels and a document collection."""
-    from rageval.benchmark import load_benchmark
     from rageval.importers import import_trec as run_import
 
+    _imported(lambda: run_import(
+        topics=topics, qrels=qrels, documents=docs, out=out, name=name, version=version, field=field,
+        release_fraction=release_fraction, corpus_version=corpus_version, grade_map=_grade_map(grade_map),
+    ))
+
+
+def _imported(run_import: Callable[[], Path]) -> None:
+    """Run an importer, then load what it wrote (validating it) and print its counts."""
+    from rageval.benchmark import load_benchmark
+
     try:
-        folder = run_import(
-            topics=topics, qrels=qrels, documents=docs, out=out, name=name, version=version, field=field,
-            release_fraction=release_fraction, corpus_version=corpus_version, grade_map=_grade_map(grade_map),
-        )
-        _summary(load_benchmark(folder))
+        benchmark = load_benchmark(run_import())
     except RagevalError as error:
         _fail(error)
-
-
-def _summary(benchmark) -> None:
     typer.echo(f"wrote {benchmark.path}: {len(benchmark.documents)} documents")
     for split in benchmark.spec.splits:
         typer.echo(f"{split}: {len(benchmark.cases_for(split))} cases")
@@ -260,14 +258,9 @@ def verify(run_id: Annotated[str, typer.Argument()], tracking_uri: TrackingUri =
     from rageval.tracking import Tracker
 
     try:
-        changes = Tracker(tracking_uri).verify(run_id)
+        Tracker(tracking_uri).verify_or_raise(run_id)
     except RagevalError as error:
         _fail(error)
-    if changes:
-        typer.echo(f"run {run_id} was altered after sealing:", err=True)
-        for change in changes:
-            typer.echo(f"- {change}", err=True)
-        raise typer.Exit(1)
     typer.echo(f"run {run_id}: intact (every artifact, param, metric and tag matches its manifest)")
 
 
@@ -292,20 +285,14 @@ def export_run(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write a sealed run's rankings as a TREC run file."""
+    from rageval.experiment import level_run
     from rageval.tracking import Tracker
     from rageval.trec import write_run
 
     try:
-        rankings = Tracker(tracking_uri).rankings(run_id)
+        frame = level_run(Tracker(tracking_uri).rankings(run_id), level)
     except RagevalError as error:
         _fail(error)
-    if level == "document":
-        frame = rankings.drop_duplicates(["query_id", "parent_id"], keep="first").rename(columns={"parent_id": "doc_id"})
-        frame = frame.assign(rank=frame.groupby("query_id").cumcount() + 1)
-    elif level == "passage":
-        frame = rankings.rename(columns={"chunk_id": "doc_id"})
-    else:
-        raise typer.BadParameter("choose document or passage", param_hint="--level")
     write_run(frame, out, tag=run_id[:12])
     typer.echo(f"wrote {out}: {frame['query_id'].nunique()} queries")
 

@@ -8,37 +8,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from rageval.errors import ConfigError, MeasureError, Problem
-from rageval.metrics import parse_measures
+from rageval.errors import ConfigError, Problem
 from rageval.schema import RunConfig, field_path, problems_from_validation, read_yaml
-
-
-def _allowed() -> dict[str, list[str]]:
-    """Allowed keys per config path, for 'unknown key' messages; built from the models."""
-    out: dict[str, list[str]] = {}
-
-    def walk(model: type[BaseModel], path: str) -> None:
-        out[path] = list(model.model_fields)
-        for name, info in model.model_fields.items():
-            for candidate in _models_in(info.annotation):
-                walk(candidate, f"{path}.{name}" if path else name)
-
-    walk(RunConfig, "")
-    return out
-
-
-def _models_in(annotation: Any) -> list[type]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    found: list[type] = []
-    for arg in get_args(annotation):
-        found.extend(_models_in(arg))
-    return found
 
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
@@ -88,11 +64,10 @@ def load_config(
     data, lines = read_yaml(path, ConfigError)
     if not isinstance(data, dict):
         raise ConfigError(Problem(file=str(path), line=1, message="expected a mapping of configuration keys"))
-    allowed = _allowed()
     try:
         RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(problems_from_validation(exc, file=str(path), lines=lines, allowed=allowed)) from None
+        raise ConfigError(problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines)) from None
 
     data = copy.deepcopy(data)
     data["benchmark"] = str((path.parent / data["benchmark"]).resolve())
@@ -107,18 +82,12 @@ def load_config(
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
         problems = []
-        for problem in problems_from_validation(exc, file=str(path), lines=lines, allowed=allowed):
+        for problem in problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines):
             culprit = next((t for t, p, _ in parsed if problem.field and problem.field.startswith(field_path(tuple(p)))), None)
             if culprit is None:
                 culprit = next((t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None)
             problems.append(Problem(**{**problem.__dict__, "file": f"--set {culprit}", "line": None}) if culprit else problem)
         raise ConfigError(problems) from None
-    try:
-        parse_measures(config.evaluation.measures)
-    except MeasureError as exc:
-        culprit = next((t for t, p, _ in parsed if field_path(tuple(p)).startswith("evaluation.measures")), None)
-        where = {"file": f"--set {culprit}", "line": None} if culprit else {"file": str(path), "line": lines.get(("evaluation", "measures"))}
-        raise ConfigError([Problem(**{**p.__dict__, **where, "field": "evaluation.measures"}) for p in exc.problems]) from None
     return config
 
 

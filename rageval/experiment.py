@@ -14,6 +14,7 @@ import pandas as pd
 
 from rageval.benchmark import Benchmark, load_benchmark
 from rageval.chunking import Chunk, chunk_corpus, chunk_qrels, config_hash
+from rageval.errors import EvaluationError
 from rageval.metrics import Evaluation, evaluate
 from rageval.retrieval import Pipeline, Query
 from rageval.schema import RunConfig
@@ -83,16 +84,9 @@ def run_experiment(config: RunConfig, benchmark: Benchmark | None = None) -> Exp
     started = time.perf_counter()
     rankings = _rankings(output.hits, output.final_stage, by_id)
     level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
-    if level == "document":
-        # One entry per parent, at its best-ranked chunk.
-        run = rankings.drop_duplicates(["query_id", "parent_id"], keep="first")
-        run = run.rename(columns={"parent_id": "doc_id"})[["query_id", "doc_id", "score", "rank"]]
-        qrels = benchmark.qrels(config.split)
-    else:
-        run = rankings.rename(columns={"chunk_id": "doc_id"})[["query_id", "doc_id", "score", "rank"]]
-        qrels = chunk_qrels(cases, chunks)
+    qrels = benchmark.qrels(config.split) if level == "document" else chunk_qrels(cases, chunks)
     evaluation = evaluate(
-        run,
+        level_run(rankings, level),
         qrels,
         config.evaluation.measures,
         ties=config.evaluation.ties,
@@ -128,6 +122,22 @@ def _rankings(hits: dict[str, list], final_stage: dict[str, str], chunks: dict[s
     ]
     frame = pd.DataFrame(rows, columns=RANKING_COLUMNS)
     return frame.astype({"rank": np.int64, "score": np.float64})
+
+
+def level_run(rankings: pd.DataFrame, level: str) -> pd.DataFrame:
+    """A chunk ranking as evaluated at ``level``: ``query_id, doc_id, score, rank``.
+
+    ``passage``: chunk IDs as ranked. ``document``: each parent once, at its best-ranked chunk,
+    ranks renumbered.
+    """
+    if level == "document":
+        frame = rankings.drop_duplicates(["query_id", "parent_id"], keep="first").rename(columns={"parent_id": "doc_id"})
+        frame = frame.assign(rank=frame.groupby("query_id", sort=False).cumcount() + 1)
+    elif level == "passage":
+        frame = rankings.rename(columns={"chunk_id": "doc_id"})
+    else:
+        raise EvaluationError(f"unknown evaluation level {level!r}; valid choices are document, passage")
+    return frame[["query_id", "doc_id", "score", "rank"]].reset_index(drop=True)
 
 
 def slice_table(evaluation: Evaluation, slices: dict[str, list[str]]) -> pd.DataFrame:

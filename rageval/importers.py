@@ -73,7 +73,7 @@ def _build_cases(
                 )
             )
         except ValidationError as exc:
-            problems.extend(problems_from_validation(exc, file=qrels_file, prefix=(qid,)))
+            problems.extend(problems_from_validation(exc, file=qrels_file, model=Case, prefix=(qid,)))
     if problems:
         raise BenchmarkError(problems)
     return cases

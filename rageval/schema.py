@@ -11,13 +11,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
-from rageval.errors import Problem
+from rageval.errors import MeasureError, Problem
+from rageval.metrics import parse_measures
 from rageval.text import TOKENIZERS
 
 DEFAULT_RUBRIC: dict[int, str] = {
@@ -142,11 +144,13 @@ def problems_from_validation(
     *,
     file: str,
     line: int | None = None,
+    model: type[BaseModel],
     lines: dict[tuple[Any, ...], int] | None = None,
-    allowed: dict[str, list[str]] | None = None,
     prefix: tuple[Any, ...] = (),
 ) -> list[Problem]:
-    """Turn a pydantic error into problems. ``lines`` maps a key path to its line in a YAML file."""
+    """Turn ``model``'s validation error into problems; an unknown key's fix lists the keys allowed
+    there. ``lines`` maps a key path to its line in a YAML file."""
+    allowed = allowed_keys(model)
     problems = []
     tags = _discriminator_tags()
     for err in error.errors(include_url=False):
@@ -163,15 +167,14 @@ def problems_from_validation(
         if kind == "extra_forbidden":
             message = f"unknown key '{loc[-1]}'"
             fix = _FIXES[kind]
-            if allowed is not None:
-                keys = allowed.get(re.sub(r"\[\d+\]", "", field_path(loc[:-1])))
-                if keys:
-                    fix = f"allowed keys here: {', '.join(keys)}"
+            keys = allowed.get(re.sub(r"\[\d+\]", "", field_path(loc[len(prefix) : -1])))
+            if keys:
+                fix = f"allowed keys here: {', '.join(keys)}"
         elif kind == "missing":
             message = "missing required key"
             fix = _FIXES[kind]
         else:
-            message = err["msg"]
+            message = err["msg"].removeprefix("Value error, ")
             if "input" in err and kind not in ("value_error",) and not isinstance(err["input"], (dict, list)):
                 message += f" (got {err['input']!r})"
             fix = None
@@ -179,8 +182,25 @@ def problems_from_validation(
     return problems
 
 
-def allowed_keys(model: type[BaseModel]) -> list[str]:
-    return list(model.model_fields)
+@cache
+def allowed_keys(model: type[BaseModel]) -> dict[str, list[str]]:
+    """The keys allowed at each path of ``model`` (``""``, ``"relevant"``, ``"retrieval.stages"``…),
+    found by walking its nested models, list items and unions included."""
+    out: dict[str, list[str]] = {}
+
+    def models_in(annotation: Any) -> list[type[BaseModel]]:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [found for arg in get_args(annotation) for found in models_in(arg)]
+
+    def walk(current: type[BaseModel], path: str) -> None:
+        out.setdefault(path, []).extend(k for k in current.model_fields if k not in out.get(path, []))
+        for name, info in current.model_fields.items():
+            for nested in models_in(info.annotation):
+                walk(nested, f"{path}.{name}" if path else name)
+
+    walk(model, "")
+    return out
 
 
 # --------------------------------------------------------------------------- YAML with lines
@@ -340,6 +360,16 @@ class EvaluationConfig(Strict):
         default="auto", description="auto: the benchmark's relevance unit"
     )
     measures: list[StrictStr] = Field(min_length=1)
+
+    @field_validator("measures")
+    @classmethod
+    def _parseable_measures(cls, value: list[str]) -> list[str]:
+        try:
+            parse_measures(value)
+        except MeasureError as exc:
+            raise ValueError("; ".join(f"{p.message} ({p.fix})" if p.fix else p.message for p in exc.problems)) from None
+        return value
+
     ties: Literal["docid-asc", "docid-desc", "input-order"] = "docid-asc"
     duplicates: Literal["error", "keep-first"] = "error"
 

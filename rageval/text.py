@@ -70,7 +70,3 @@ def get_tokenizer(name: str) -> Callable[[str], Spans]:
             )
         )
     return TOKENIZERS[name]()
-
-
-def count_tokens(text: str, tokenizer: str = "words") -> int:
-    return len(get_tokenizer(tokenizer)(text))

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import bm25s
+import pandas as pd
 import pytest
 import Stemmer
 
 from rageval.chunking import chunk_corpus
+from rageval.errors import EvaluationError
+from rageval.experiment import level_run
 from rageval.retrieval import BM25Stage, Hit, Pipeline, Query
 from rageval.schema import BM25Config, ChunkingConfig, Document
 
@@ -61,3 +64,20 @@ def test_pipeline_records_latency_and_isolates_a_failing_query():
     assert output.failures == [("bad", "exploding", "RuntimeError", "index unavailable")]
     assert [(q, s) for q, s, _ in output.latencies] == [("good", "bm25"), ("good", "exploding"), ("bad", "bm25"), ("bad", "exploding")]
     assert all(seconds >= 0 for _, _, seconds in output.latencies)
+
+
+def test_document_level_keeps_each_parent_once_at_its_best_chunk():
+    rankings = pd.DataFrame(
+        {
+            "query_id": ["q", "q", "q", "r"],
+            "rank": [1, 2, 3, 1],
+            "chunk_id": ["a#h-1", "a#h-0", "b#h-0", "b#h-2"],
+            "parent_id": ["a", "a", "b", "b"],
+            "score": [3.0, 2.0, 1.0, 5.0],
+        }
+    )
+    documents = level_run(rankings, "document")
+    assert documents.to_dict("list") == {"query_id": ["q", "q", "r"], "doc_id": ["a", "b", "b"], "score": [3.0, 1.0, 5.0], "rank": [1, 2, 1]}
+    assert level_run(rankings, "passage")["doc_id"].tolist() == ["a#h-1", "a#h-0", "b#h-0", "b#h-2"]
+    with pytest.raises(EvaluationError, match="document, passage"):
+        level_run(rankings, "sentence")

@@ -11,7 +11,7 @@ import yaml
 from conftest import ROOT
 
 from rageval.config import load_config
-from rageval.errors import RunSealedError, TrackingError
+from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.experiment import run_experiment
 from rageval.tracking import SEAL_TAG, Tracker, metric_names
 
@@ -73,6 +73,9 @@ def test_editing_an_artifact_after_sealing_fails_verify(store, result):
     path.write_text('[{"query_id": "q1", "message": "edited"}]')
     changes = tracker.verify(run_id)
     assert len(changes) == 1 and "artifact 'failures.json': content changed" in changes[0]
+    with pytest.raises(VerificationError) as raised:
+        tracker.verify_or_raise(run_id)
+    assert raised.value.changes == changes and raised.value.run_id == run_id
 
 
 def test_changes_made_behind_rageval_are_named(store, result):
