@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,14 +21,17 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from rageval.chunking import config_hash
 from rageval.errors import BenchmarkError, Problem
 from rageval.schema import (
     BENCHMARK_FILE,
     CASES_FILE,
     DEFAULT_RUBRIC,
     DOCUMENTS_FILE,
+    JUDGMENT_NOTES_FILE,
     BenchmarkSpec,
     Case,
+    ChunkingConfig,
     Document,
     problems_from_validation,
     read_jsonl,
@@ -34,6 +39,8 @@ from rageval.schema import (
 )
 
 DATA_FILES = (DOCUMENTS_FILE, CASES_FILE)
+# Hashed like the data files where present: written by `rageval judge adjudicate`.
+OPTIONAL_FILES = (JUDGMENT_NOTES_FILE,)
 HASH_FIX = (
     "files are immutable once a version is published: restore the file, or publish the change as "
     "a new version (bump `version`, then run `rageval benchmark hash PATH --write`)"
@@ -92,7 +99,9 @@ class Benchmark:
     def hashes(self) -> dict[str, str]:
         """Content hashes of the corpus, the cases and the qrels derived from them."""
         lines = sorted(
-            f"{case.queryId}\t{j.documentId}\t{j.grade}\t{j.start}\t{j.end}" for case in self.cases for j in case.relevant
+            f"{case.queryId}\t{j.documentId}\t{j.grade}\t{j.start}\t{j.end}"
+            for case in self.cases
+            for j in case.relevant
         )
         return {
             "corpus": self.file_hashes.get(DOCUMENTS_FILE, ""),
@@ -118,6 +127,9 @@ def validate_benchmark(path: str | Path) -> tuple[Benchmark | None, list[Problem
     documents = _read_documents(root / DOCUMENTS_FILE, problems)
     cases = _read_cases(root / CASES_FILE, problems)
     _check_cases(cases, documents, spec, rubric, problems)
+    if spec is not None:
+        _check_label_chunking(spec, spec_lines, problems)
+        _check_lineage(root, spec, spec_lines, cases, problems)
 
     if problems or spec is None:
         return None, problems
@@ -151,25 +163,21 @@ def _read_spec(root: Path, problems: list[Problem]) -> tuple[BenchmarkSpec | Non
     try:
         return BenchmarkSpec.model_validate(data), lines
     except ValidationError as exc:
-        problems.extend(
-            problems_from_validation(
-                exc, file=BENCHMARK_FILE, model=BenchmarkSpec, lines=lines, line=1
-            )
-        )
+        problems.extend(problems_from_validation(exc, file=BENCHMARK_FILE, model=BenchmarkSpec, lines=lines, line=1))
         return None, lines
 
 
 def _check_hashes(
     root: Path, spec: BenchmarkSpec | None, lines: dict[tuple[Any, ...], int], problems: list[Problem]
 ) -> dict[str, str]:
-    actual = {name: sha256_file(root / name) for name in DATA_FILES if (root / name).is_file()}
+    actual = hash_files(root)
     for name in DATA_FILES:
         if name not in actual:
             problems.append(Problem(file=name, message="file not found", fix=f"every benchmark holds {name}"))
     if spec is None:
         return actual
-    for name in DATA_FILES:
-        if name in actual and name not in spec.files:
+    for name in actual:
+        if name not in spec.files:
             problems.append(
                 Problem(
                     file=BENCHMARK_FILE,
@@ -209,9 +217,7 @@ def _read_models(path: Path, model: type, problems: list[Problem]) -> list[tuple
         try:
             out.append((number, model.model_validate(value)))
         except ValidationError as exc:
-            problems.extend(
-                problems_from_validation(exc, file=path.name, model=model, line=number)
-            )
+            problems.extend(problems_from_validation(exc, file=path.name, model=model, line=number))
     return out
 
 
@@ -267,21 +273,36 @@ def _check_cases(
                 "re-judge the case against this corpus, or migrate its labels",
             )
         if spec is not None and case.split not in spec.splits:
-            problem(line, "split", f"split '{case.split}' is not declared in benchmark.yaml", f"use one of: {', '.join(spec.splits)}")
+            problem(
+                line,
+                "split",
+                f"split '{case.split}' is not declared in benchmark.yaml",
+                f"use one of: {', '.join(spec.splits)}",
+            )
         seen_docs: set[str] = set()
         for index, item in enumerate(case.relevant):
             where = f"relevant[{index}]"
             if item.grade not in rubric:
                 problem(line, f"{where}.grade", f"grade {item.grade} is outside the rubric", f"use one of {grades}")
             if texts and item.documentId not in texts:
-                problem(line, f"{where}.documentId", f"unknown document '{item.documentId}'", "judge a document of documents.jsonl")
+                problem(
+                    line,
+                    f"{where}.documentId",
+                    f"unknown document '{item.documentId}'",
+                    "judge a document of documents.jsonl",
+                )
                 continue
             if (item.start is None) != (item.end is None):
                 problem(line, where, "give both start and end, or neither")
                 continue
             if item.has_span:
                 if not passage_unit:
-                    problem(line, where, "start/end given, but the benchmark's relevanceUnit is 'document'", "drop the offsets or make the unit 'passage'")
+                    problem(
+                        line,
+                        where,
+                        "start/end given, but the benchmark's relevanceUnit is 'document'",
+                        "drop the offsets or make the unit 'passage'",
+                    )
                     continue
                 length = len(texts.get(item.documentId, ""))
                 if not (item.start < item.end <= length):
@@ -297,13 +318,205 @@ def _check_cases(
             seen_docs.add(item.documentId)
 
 
+# --------------------------------------------------------------------------- versions
+
+
+def _check_label_chunking(spec: BenchmarkSpec, lines: dict[tuple[Any, ...], int], problems: list[Problem]) -> None:
+    """``labelChunking`` must be a valid chunking whose hash is the one recorded."""
+    recorded = spec.labelChunking
+    if recorded is None:
+        return
+    where = lines.get(("labelChunking",))
+    try:
+        config = ChunkingConfig.model_validate(recorded.config)
+    except ValidationError as exc:
+        problems.extend(
+            problems_from_validation(
+                exc,
+                file=BENCHMARK_FILE,
+                model=ChunkingConfig,
+                lines=lines,
+                line=where,
+                prefix=("labelChunking", "config"),
+            )
+        )
+        return
+    if config_hash(config) != recorded.hash:
+        problems.append(
+            Problem(
+                file=BENCHMARK_FILE,
+                line=lines.get(("labelChunking", "hash"), where),
+                field="labelChunking.hash",
+                message=f"the recorded config hashes to {config_hash(config)}, not {recorded.hash}",
+                fix="labelChunking is written by `rageval judge adjudicate`; restore it",
+            )
+        )
+
+
+def _judgment_counter(case: Case) -> Counter[tuple[str, int, int | None, int | None]]:
+    return Counter((j.documentId, j.grade, j.start, j.end) for j in case.relevant)
+
+
+def _check_lineage(
+    root: Path,
+    spec: BenchmarkSpec,
+    lines: dict[tuple[Any, ...], int],
+    cases: list[tuple[int, Case]],
+    problems: list[Problem],
+) -> None:
+    """A version with a predecessor may drop a case, or change its query or judgments, only where
+    a changelog entry of this version lists it (with its reason); every new case is listed as added."""
+    predecessor = spec.predecessor
+    if predecessor is None:
+        return
+    where = lines.get(("predecessor",))
+
+    def spec_problem(message: str, fix: str, line: int | None = where, field: str = "predecessor") -> None:
+        problems.append(Problem(file=BENCHMARK_FILE, line=line, field=field, message=message, fix=fix))
+
+    if predecessor.version == spec.version:
+        spec_problem(
+            f"version '{spec.version}' is the predecessor's version too",
+            "give this version a new `version`",
+            lines.get(("version",)),
+            "version",
+        )
+    old_root = root / predecessor.path
+    old_cases_path = old_root / CASES_FILE
+    if not old_cases_path.is_file():
+        spec_problem(
+            f"the predecessor's {CASES_FILE} is not at {old_cases_path}",
+            "earlier versions stay beside their successors: restore the folder, or correct predecessor.path",
+        )
+        return
+    if sha256_file(old_cases_path) != predecessor.cases:
+        spec_problem(
+            f"the predecessor's {CASES_FILE} ({old_cases_path}) changed after this version was started from it",
+            "published versions are immutable: restore the predecessor's cases",
+        )
+        return
+    try:
+        old_spec, _ = read_yaml(old_root / BENCHMARK_FILE, BenchmarkError)
+    except BenchmarkError:
+        old_spec = None
+    if not isinstance(old_spec, dict) or old_spec.get("version") != predecessor.version:
+        found = old_spec.get("version") if isinstance(old_spec, dict) else None
+        spec_problem(
+            f"the predecessor at {old_root} is version {found!r}, benchmark.yaml records '{predecessor.version}'",
+            "correct predecessor.path or predecessor.version",
+        )
+    rows, read_problems = read_jsonl(old_cases_path)
+    old: dict[str, tuple[int, Case]] = {}
+    for number, value in rows:
+        try:
+            case = Case.model_validate(value)
+        except ValidationError:
+            read_problems.append(Problem(file=str(old_cases_path), line=number, message="not a valid case"))
+            continue
+        old.setdefault(case.queryId, (number, case))
+    if read_problems:
+        spec_problem(f"the predecessor's {CASES_FILE} cannot be read ({read_problems[0]})", "restore the predecessor")
+        return
+    new = {case.queryId: (number, case) for number, case in cases}
+
+    listed: dict[str, dict[str, int]] = {}  # action -> query ID -> changelog index
+    for index, entry in enumerate(spec.changelog):
+        if entry.version == spec.version:
+            for query_id in entry.cases:
+                listed.setdefault(entry.action, {})[query_id] = index
+
+    def entry_hint(action: str, query_id: str) -> str:
+        return (
+            f"restore it, or list it in benchmark.yaml's changelog: {{version: '{spec.version}', date: YYYY-MM-DD, "
+            f"action: {action}, cases: [{query_id}], reason: ...}}"
+        )
+
+    for query_id, (old_line, old_case) in old.items():
+        if query_id not in new:
+            if query_id not in listed.get("retired", {}):
+                problems.append(
+                    Problem(
+                        file=CASES_FILE,
+                        field="queryId",
+                        message=f"case '{query_id}' of version {predecessor.version} ({CASES_FILE} line {old_line} there) "
+                        "was dropped without being retired",
+                        fix=entry_hint("retired", query_id),
+                    )
+                )
+            continue
+        line, case = new[query_id]
+        rejudged = query_id in listed.get("re-judged", {})
+        if case.query != old_case.query and not rejudged:
+            problems.append(
+                Problem(
+                    file=CASES_FILE,
+                    line=line,
+                    field="query",
+                    message=f"the query of case '{query_id}' differs from version {predecessor.version}'s",
+                    fix=entry_hint("re-judged", query_id),
+                )
+            )
+        before, after = _judgment_counter(old_case), _judgment_counter(case)
+        if before != after and not rejudged:
+            added_only = query_id in listed.get("judgments-added", {}) and not (before - after)
+            if not added_only:
+                message = f"the judgments of case '{query_id}' differ from version {predecessor.version}'s"
+                if query_id in listed.get("judgments-added", {}):
+                    message += " ('judgments-added' covers new judgments only; existing ones were changed or removed)"
+                problems.append(
+                    Problem(
+                        file=CASES_FILE,
+                        line=line,
+                        field="relevant",
+                        message=message,
+                        fix=entry_hint("re-judged", query_id),
+                    )
+                )
+    for query_id, (line, _) in new.items():
+        if query_id not in old and query_id not in listed.get("added", {}):
+            problems.append(
+                Problem(
+                    file=CASES_FILE,
+                    line=line,
+                    field="queryId",
+                    message=f"case '{query_id}' is new in this version but the changelog does not list it as added",
+                    fix=entry_hint("added", query_id),
+                )
+            )
+
+    for action, ids in listed.items():
+        for query_id, index in ids.items():
+            line = lines.get(("changelog", index))
+            field = f"changelog[{index}].cases"
+            wrong = None
+            if action == "retired" and query_id in new:
+                wrong = f"case '{query_id}' is listed as retired but is still in {CASES_FILE}"
+            elif action == "added" and query_id in old:
+                wrong = f"case '{query_id}' is listed as added but version {predecessor.version} has it already"
+            elif action == "added" and query_id not in new:
+                wrong = f"case '{query_id}' is listed as added but is not in {CASES_FILE}"
+            elif action in ("re-judged", "judgments-added") and not (query_id in old and query_id in new):
+                wrong = f"case '{query_id}' is listed as {action} but is not in both this version and its predecessor"
+            if wrong:
+                problems.append(
+                    Problem(
+                        file=BENCHMARK_FILE, line=line, field=field, message=wrong, fix="correct the changelog entry"
+                    )
+                )
+
+
+def relative_path(target: Path, start: Path) -> str:
+    """``target`` relative to the folder ``start``, with forward slashes (stored in benchmark.yaml)."""
+    return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
+
+
 # --------------------------------------------------------------------------- writing
 
 
 def hash_files(path: str | Path) -> dict[str, str]:
-    """sha256 of the data files of a benchmark folder."""
+    """sha256 of the data files (and the optional hashed files present) of a benchmark folder."""
     root = Path(path)
-    return {name: sha256_file(root / name) for name in DATA_FILES if (root / name).is_file()}
+    return {name: sha256_file(root / name) for name in DATA_FILES + OPTIONAL_FILES if (root / name).is_file()}
 
 
 def write_hashes(path: str | Path) -> dict[str, str]:
@@ -322,7 +535,11 @@ def write_benchmark(
     root = Path(path)
     if (root / BENCHMARK_FILE).exists():
         raise BenchmarkError(
-            Problem(file=str(root / BENCHMARK_FILE), message="a benchmark already exists here", fix="versions are append-only: choose a new --out folder")
+            Problem(
+                file=str(root / BENCHMARK_FILE),
+                message="a benchmark already exists here",
+                fix="versions are append-only: choose a new --out folder",
+            )
         )
     root.mkdir(parents=True, exist_ok=True)
     for name, rows in ((DOCUMENTS_FILE, documents), (CASES_FILE, cases)):

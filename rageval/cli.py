@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from rageval.errors import InputError, RagevalError
+from rageval.errors import InputError, RagevalError, TrackingError
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -27,7 +27,9 @@ benchmark_app.add_typer(import_app, name="import")
 
 TrackingUri = Annotated[
     str | None,
-    typer.Option("--tracking-uri", help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI, else the project's mlruns/]"),
+    typer.Option(
+        "--tracking-uri", help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI, else the project's mlruns/]"
+    ),
 ]
 
 
@@ -105,10 +107,17 @@ def import_beir(
     """Import a BEIR-layout collection."""
     from rageval.importers import import_beir as run_import
 
-    _imported(lambda: run_import(
-        source, out, name=name, version=version, splits=_pairs(split, "--split"),
-        corpus_version=corpus_version, grade_map=_grade_map(grade_map),
-    ))
+    _imported(
+        lambda: run_import(
+            source,
+            out,
+            name=name,
+            version=version,
+            splits=_pairs(split, "--split"),
+            corpus_version=corpus_version,
+            grade_map=_grade_map(grade_map),
+        )
+    )
 
 
 @import_app.command("trec")
@@ -120,17 +129,29 @@ def import_trec(
     name: Annotated[str, typer.Option(help="benchmark name")],
     version: Annotated[str, typer.Option(help="benchmark version")],
     field: Annotated[str, typer.Option(help="topic field(s): title, desc, narr, or e.g. title+desc")] = "title",
-    release_fraction: Annotated[float, typer.Option(help="share of queries for the release split (stable by query ID)")] = 0.0,
+    release_fraction: Annotated[
+        float, typer.Option(help="share of queries for the release split (stable by query ID)")
+    ] = 0.0,
     corpus_version: Annotated[str | None, typer.Option()] = None,
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import TREC topics, qrels and a document collection."""
     from rageval.importers import import_trec as run_import
 
-    _imported(lambda: run_import(
-        topics=topics, qrels=qrels, documents=docs, out=out, name=name, version=version, field=field,
-        release_fraction=release_fraction, corpus_version=corpus_version, grade_map=_grade_map(grade_map),
-    ))
+    _imported(
+        lambda: run_import(
+            topics=topics,
+            qrels=qrels,
+            documents=docs,
+            out=out,
+            name=name,
+            version=version,
+            field=field,
+            release_fraction=release_fraction,
+            corpus_version=corpus_version,
+            grade_map=_grade_map(grade_map),
+        )
+    )
 
 
 def _imported(run_import: Callable[[], Path]) -> None:
@@ -175,7 +196,9 @@ def metrics(
     output: Annotated[str, typer.Option("--format", help="trec or json")] = "trec",
     ties: Annotated[str, typer.Option(help="docid-desc (trec_eval), docid-asc or input-order")] = "docid-desc",
     duplicates: Annotated[str, typer.Option(help="error or keep-first")] = "error",
-    complete: Annotated[bool, typer.Option("-c", "--complete", help="score judged queries absent from the run as 0 (trec_eval -c)")] = False,
+    complete: Annotated[
+        bool, typer.Option("-c", "--complete", help="score judged queries absent from the run as 0 (trec_eval -c)")
+    ] = False,
 ) -> None:
     """Evaluate a TREC run against TREC qrels; prints 'measure<TAB>query<TAB>value' lines."""
     from rageval.metrics import evaluate
@@ -183,7 +206,11 @@ def metrics(
 
     try:
         evaluation = evaluate(
-            read_run(run), read_qrels(qrels), measure, ties=ties, duplicates=duplicates,  # type: ignore[arg-type]
+            read_run(run),
+            read_qrels(qrels),
+            measure,
+            ties=ties,
+            duplicates=duplicates,  # type: ignore[arg-type]
             missing="zero" if complete else "skip",
         )
     except RagevalError as error:
@@ -234,16 +261,24 @@ def run(
 
     try:
         outcome = execute_run(
-            config, overrides=set_, benchmark=benchmark, split=split, tracking_uri=tracking_uri,
-            experiment=experiment, notebook=notebook, timeout=timeout,
+            config,
+            overrides=set_,
+            benchmark=benchmark,
+            split=split,
+            tracking_uri=tracking_uri,
+            experiment=experiment,
+            notebook=notebook,
+            timeout=timeout,
             notebook_parameters={k: yaml.safe_load(v) for k, v in _pairs(parameter, "-p").items()},
         )
     except RagevalError as error:
         _fail(error)
     typer.echo(f"run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)")
     m = outcome.metrics
-    typer.echo(f"queries: {int(m.get('queries_evaluated', 0))} evaluated, {int(m.get('queries_skipped', 0))} skipped "
-               f"(no relevant item), {int(m.get('queries_failed', 0))} failed")
+    typer.echo(
+        f"queries: {int(m.get('queries_evaluated', 0))} evaluated, {int(m.get('queries_skipped', 0))} skipped "
+        f"(no relevant item), {int(m.get('queries_failed', 0))} failed"
+    )
     width = max(len(text) for text in outcome.measures.values())
     for key, text in outcome.measures.items():
         typer.echo(f"  {text:<{width}}  {m.get(key, float('nan')):.4f}")
@@ -297,6 +332,231 @@ def export_run(
     typer.echo(f"wrote {out}: {frame['query_id'].nunique()} queries")
 
 
+# --------------------------------------------------------------------------- sweeps, comparisons, the gate
+
+
+@app.command("sweep")
+def sweep(
+    file: Annotated[Path, typer.Argument(help="sweep file, e.g. params/sweeps/demo.yaml")],
+    workers: Annotated[
+        int | None, typer.Option(help="configurations run at once [default: the file's workers]")
+    ] = None,
+    release: Annotated[
+        bool, typer.Option("--release", help="allow a sweep on the frozen release split (recorded and counted)")
+    ] = False,
+    tracking_uri: TrackingUri = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the benchmark name]")] = None,
+    notebook: Annotated[Path | None, typer.Option(help="[default: notebooks/evaluate.ipynb]")] = None,
+    timeout: Annotated[int | None, typer.Option(help="per-cell timeout in seconds")] = None,
+) -> None:
+    """Run every configuration of a sweep as a sealed child of one parent run; exit 1 if any failed."""
+    from rageval.sweep import run_sweep
+
+    try:
+        outcome = run_sweep(
+            file,
+            workers=workers,
+            release=release,
+            tracking_uri=tracking_uri,
+            experiment=experiment,
+            notebook=notebook,
+            timeout=timeout,
+            on_parent=lambda run_id: typer.echo(f"sweep parent run {run_id}", err=True),
+        )
+    except RagevalError as error:
+        _fail(error)
+    key, text = outcome.primary
+    width = max(len(m.name) for m in outcome.members)
+    typer.echo(f"{'member':<{width}}  {'status':<11}  {'run':<32}  {'seconds':>7}  {text}")
+    for m in outcome.members:
+        value = f"{m.metrics[key]:.4f}" if key in m.metrics else ""
+        seconds = f"{m.seconds:7.1f}" if m.seconds is not None else " " * 7
+        typer.echo(f"{m.name:<{width}}  {m.status:<11}  {m.run_id or '-':<32}  {seconds}  {value}")
+    typer.echo(f"parent run {outcome.parent_run_id} ({outcome.experiment}), {outcome.wall_s:.1f}s wall")
+    if outcome.failed:
+        for m in outcome.failed:
+            typer.echo(f"error: {m.name}: {m.status}" + (f": {m.error}" if m.error else ""), err=True)
+        raise typer.Exit(130 if outcome.interrupted else 1)
+    typer.echo(f"compare: rageval compare --baseline {outcome.members[0].run_id} --sweep {outcome.parent_run_id}")
+
+
+@app.command("compare")
+def compare(
+    baseline: Annotated[str, typer.Option(help="run ID of the baseline")],
+    candidate: Annotated[list[str], typer.Option(help="run ID of a candidate (repeatable)")] = [],
+    sweep: Annotated[
+        str | None, typer.Option(help="a sweep's parent run ID: its sealed members are candidates")
+    ] = None,
+    allow_mismatch: Annotated[
+        bool, typer.Option("--allow-mismatch", help="compare runs whose contract differs (recorded)")
+    ] = False,
+    max_release_evaluations: Annotated[
+        int, typer.Option(help="warn past this many release evaluations of a candidate's family")
+    ] = 5,
+    tracking_uri: TrackingUri = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the baseline's]")] = None,
+    notebook: Annotated[Path | None, typer.Option(help="[default: notebooks/compare.ipynb]")] = None,
+    parameter: Annotated[
+        list[str], typer.Option("-p", "--parameter", help="extra notebook parameter NAME=VALUE, e.g. top_n=5")
+    ] = [],
+    timeout: Annotated[int | None, typer.Option(help="per-cell timeout in seconds")] = None,
+) -> None:
+    """Compare sealed runs through the comparison notebook; record a sealed comparison run."""
+    import yaml
+
+    from rageval.compare import significance_display
+    from rageval.runner import execute_comparison
+
+    try:
+        outcome = execute_comparison(
+            baseline,
+            candidate,
+            sweep=sweep,
+            allow_mismatch=allow_mismatch,
+            tracking_uri=tracking_uri,
+            experiment=experiment,
+            notebook=notebook,
+            timeout=timeout,
+            max_release_evaluations=max_release_evaluations,
+            notebook_parameters={k: yaml.safe_load(v) for k, v in _pairs(parameter, "-p").items()},
+        )
+    except RagevalError as error:
+        _fail(error)
+    for difference in outcome.differences:
+        typer.echo(f"warning: compared despite a mismatch (--allow-mismatch, recorded): {difference}", err=True)
+    for warning in outcome.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(
+        f"comparison run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)"
+    )
+    typer.echo(significance_display(outcome.overall).to_string())
+    typer.echo(f"browse: rageval ui  (the executed notebook and figures are artifacts of run {outcome.run_id})")
+
+
+@app.command("gate")
+def gate(
+    baseline: Annotated[str, typer.Option(help="run ID of the current baseline (release split)")],
+    candidate: Annotated[str, typer.Option(help="run ID of the candidate (release split)")],
+    policy: Annotated[Path, typer.Option(help="gate policy file")] = Path("params/gates/release.yaml"),
+    tracking_uri: TrackingUri = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the candidate's]")] = None,
+) -> None:
+    """Decide whether the candidate may replace the baseline; record a sealed decision run.
+    Exit 0 on pass, 1 on fail."""
+    from rageval.runner import execute_gate
+
+    try:
+        outcome = execute_gate(baseline, candidate, policy, tracking_uri=tracking_uri, experiment=experiment)
+    except RagevalError as error:
+        _fail(error)
+    decision = outcome.decision
+    for rule in decision.rules:
+        typer.echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+    if not decision.largest_losses.empty:
+        listed = ", ".join(
+            f"{q} ({d:+.3f})"
+            for q, d in zip(decision.largest_losses["query_id"], decision.largest_losses["delta"], strict=True)
+        )
+        typer.echo(f"largest losses on {decision.largest_losses['measure'].iloc[0]}: {listed}")
+    for warning in decision.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"decision run {outcome.run_id} sealed: {decision.verdict.upper()}")
+    typer.echo(f"rollback: baseline run {baseline} stays named in the decision (baseline_config.yaml)")
+    raise typer.Exit(0 if decision.passed else 1)
+
+
+@app.command("demo")
+def demo(
+    workers: Annotated[int, typer.Option(help="sweep members run at once")] = 2,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """The demo's whole loop: sweep on dev, compare, take the best member to release, gate it."""
+    from rageval.compare import significance_display
+    from rageval.runner import execute_demo
+    from rageval.tracking import Tracker
+
+    try:
+        outcome = execute_demo(workers=workers, tracking_uri=tracking_uri)
+    except RagevalError as error:
+        _fail(error)
+    swept = outcome.sweep
+    typer.echo(f"sweep {swept.parent_run_id} (dev): " + ", ".join(f"{m.name} {m.run_id}" for m in swept.members))
+    typer.echo(f"comparison {outcome.comparison.run_id}:")
+    typer.echo(significance_display(outcome.comparison.overall).to_string())
+    typer.echo(f"chosen for release: {outcome.chosen} (best {swept.primary[1]} on dev)")
+    typer.echo(
+        f"release runs: baseline {outcome.release_baseline.run_id}, candidate {outcome.release_candidate.run_id}"
+    )
+    decision = outcome.gate.decision
+    for rule in decision.rules:
+        typer.echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+    typer.echo(f"gate {outcome.gate.run_id}: {decision.verdict.upper()}")
+    typer.echo(f"browse: rageval ui  (store: {Tracker(tracking_uri).uri})")
+    raise typer.Exit(0 if decision.passed else 1)
+
+
+@app.command("diff-notebooks")
+def diff_notebooks(
+    run_a: Annotated[str, typer.Argument(help="run ID")],
+    run_b: Annotated[str, typer.Argument(help="run ID")],
+    metadata: Annotated[bool, typer.Option("--metadata", help="also show metadata, IDs and details")] = False,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Show the parameter and output differences of two runs' executed notebooks (nbdime)."""
+    import tempfile
+
+    from rageval.tracking import Tracker
+
+    tracker = Tracker(tracking_uri)
+    with tempfile.TemporaryDirectory(prefix="rageval-nbdiff-") as tmp:
+        paths = []
+        try:
+            for label, run_id in (("a", run_a), ("b", run_b)):
+                folder = tracker.download(run_id, "notebook", Path(tmp) / label)
+                found = sorted(folder.glob("*.ipynb"))
+                if not found:
+                    raise TrackingError(f"run {run_id} has no executed notebook under notebook/")
+                paths.append(found[0])
+        except RagevalError as error:
+            _fail(error)
+        # -M -I -D: metadata, cell IDs and execution details are noise between two executions.
+        command = [sys.executable, "-m", "nbdime", "diff", *([] if metadata else ["-M", "-I", "-D"])]
+        if not sys.stdout.isatty():
+            command.append("--no-color")
+        done = subprocess.run([*command, str(paths[0]), str(paths[1])], capture_output=True, text=True)
+        output = done.stdout.replace(str(paths[0]), f"{run_a}:{paths[0].name}").replace(
+            str(paths[1]), f"{run_b}:{paths[1].name}"
+        )
+        typer.echo(output if output.strip() else "no parameter or output differences")
+        if done.returncode != 0:
+            typer.echo(done.stderr, err=True)
+            raise typer.Exit(done.returncode)
+
+
+@app.command("reproduce")
+def reproduce_run(
+    run_id: Annotated[str, typer.Argument(help="a sealed run")],
+    allow_dirty: Annotated[
+        bool,
+        typer.Option("--allow-dirty", help="reproduce a run made from a dirty tree by re-applying its recorded diff"),
+    ] = False,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Re-execute a sealed run at its commit and compare rankings stage by stage; exit 1 if they differ."""
+    from rageval.reproduce import reproduce
+
+    try:
+        result = reproduce(run_id, tracking_uri, allow_dirty=allow_dirty)
+    except RagevalError as error:
+        _fail(error)
+    typer.echo(f"original {result.original} → reproduction {result.reproduction} (record {result.record})")
+    typer.echo(result.table().to_string(index=False))
+    worst = max(result.metric_differences.values(), default=0.0)
+    typer.echo(f"largest metric difference: {worst:.3g}")
+    typer.echo(f"verdict: {result.verdict}")
+    raise typer.Exit(0 if result.reproduced else 1)
+
+
 @app.command("ui")
 def ui(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 5000,
@@ -306,8 +566,20 @@ def ui(
     from rageval.tracking import artifact_root_for, resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     artifacts = artifact_root_for(uri)
     if artifacts:
         command += ["--default-artifact-root", artifacts]
@@ -317,6 +589,11 @@ def ui(
         raise typer.Exit(subprocess.call(command, env=env))
     except KeyboardInterrupt:
         raise typer.Exit(0) from None
+
+
+from rageval.governance_cli import register as _register_governance  # noqa: E402 - needs the apps above
+
+_register_governance(app, benchmark_app)
 
 
 def main() -> None:  # pragma: no cover

@@ -20,7 +20,9 @@ from rageval.schema import RunConfig, field_path, problems_from_validation, read
 def parse_override(text: str) -> tuple[list[str | int], Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(Problem(file="--set", field=text, message="expected key=value", fix="e.g. --set retrieval.stages.0.k1=1.2"))
+        raise ConfigError(
+            Problem(file="--set", field=text, message="expected key=value", fix="e.g. --set retrieval.stages.0.k1=1.2")
+        )
     path: list[str | int] = [int(p) if p.isdigit() else p for p in key.strip().split(".")]
     try:
         value = yaml.safe_load(raw)
@@ -35,7 +37,11 @@ def apply_override(data: dict[str, Any], path: list[str | int], value: Any, text
         nxt = path[depth + 1]
         if isinstance(node, list):
             if not isinstance(part, int) or part >= len(node):
-                raise ConfigError(Problem(file="--set", field=text, message=f"no list item {part} at {field_path(tuple(path[:depth]))}"))
+                raise ConfigError(
+                    Problem(
+                        file="--set", field=text, message=f"no list item {part} at {field_path(tuple(path[:depth]))}"
+                    )
+                )
             node = node[part]
             continue
         if part not in node or node[part] is None:
@@ -71,9 +77,16 @@ def load_config(
 
     data = copy.deepcopy(data)
     data["benchmark"] = str((path.parent / data["benchmark"]).resolve())
+    for stage in data["retrieval"]["stages"]:
+        _resolve_stage_paths(stage, path.parent)
     parsed = [(text, *parse_override(text)) for text in overrides]
     for text, key_path, value in parsed:
         apply_override(data, key_path, value, text)
+    for _, key_path, _ in parsed:  # a path given by --set is relative to the working directory
+        if key_path[:2] == ["retrieval", "stages"]:
+            for stage in data["retrieval"]["stages"]:
+                if isinstance(stage, dict):
+                    _resolve_stage_paths(stage, Path.cwd())
     if benchmark is not None:
         data["benchmark"] = str(Path(benchmark).resolve())
     if split is not None:
@@ -83,12 +96,27 @@ def load_config(
     except ValidationError as exc:
         problems = []
         for problem in problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines):
-            culprit = next((t for t, p, _ in parsed if problem.field and problem.field.startswith(field_path(tuple(p)))), None)
+            culprit = next(
+                (t for t, p, _ in parsed if problem.field and problem.field.startswith(field_path(tuple(p)))), None
+            )
             if culprit is None:
-                culprit = next((t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None)
-            problems.append(Problem(**{**problem.__dict__, "file": f"--set {culprit}", "line": None}) if culprit else problem)
+                culprit = next(
+                    (t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None
+                )
+            problems.append(
+                Problem(**{**problem.__dict__, "file": f"--set {culprit}", "line": None}) if culprit else problem
+            )
         raise ConfigError(problems) from None
     return config
+
+
+def _resolve_stage_paths(stage: dict[str, Any], base: Path) -> None:
+    """Run files, and models named by a path (a value with '/'), are relative to ``base``."""
+    if stage.get("type") == "runfile" and isinstance(stage.get("path"), str):
+        stage["path"] = str((base / stage["path"]).resolve())
+    model = stage.get("model")
+    if isinstance(model, str) and "/" in model:
+        stage["model"] = str((base / Path(model).expanduser()).resolve())
 
 
 def dump_config(config: RunConfig) -> str:

@@ -7,9 +7,13 @@
     │   ├── BenchmarkError         a benchmark folder or an imported collection is invalid
     │   ├── ConfigError            a run configuration (params/*.yaml or --set) is invalid
     │   ├── ParameterError         notebook parameters do not match its `parameters` cell
-    │   └── MeasureError           a measure string cannot be parsed
+    │   ├── MeasureError           a measure string cannot be parsed
+    │   └── PolicyError            a release-gate policy file is invalid or names what runs lack
     ├── EvaluationError            a ranking cannot be evaluated as asked (duplicates, ...)
     ├── NotebookExecutionError     a cell raised while a run's notebook executed
+    ├── ComparisonError            runs cannot be compared or gated (unsealed, not comparable, wrong split)
+    ├── SweepError                 a sweep ended with failed or interrupted members
+    ├── ReproductionError          a run cannot be re-executed from its record
     └── TrackingError              the tracking store refused or a run is not what was expected
         ├── RunSealedError         something tried to log into a sealed (immutable) run
         └── VerificationError      a sealed run's contents differ from its manifest
@@ -100,3 +104,34 @@ class VerificationError(TrackingError):
         self.run_id = run_id
         self.changes = changes
         super().__init__(f"run {run_id} was altered after sealing:\n" + "\n".join(f"- {c}" for c in changes))
+
+
+class ComparisonError(RagevalError):
+    """Runs cannot be compared or gated as asked: not sealed, not comparable (``differences``
+    names each mismatch), or not on the split the command requires."""
+
+    def __init__(self, message: str, *, differences: list[str] | None = None) -> None:
+        self.differences = list(differences or [])
+        super().__init__(message + "".join(f"\n- {d}" for d in self.differences))
+
+
+class PolicyError(InputError):
+    """A release-gate policy file (params/gates/*.yaml) is invalid or names what the runs lack."""
+
+
+class SweepError(RagevalError):
+    """A sweep ended with failed or interrupted members; finished members stay sealed."""
+
+    def __init__(self, message: str, *, parent_run_id: str, failed: list[str], interrupted: bool = False) -> None:
+        self.parent_run_id = parent_run_id
+        self.failed = list(failed)
+        self.interrupted = interrupted
+        super().__init__(message)
+
+
+class ReproductionError(RagevalError):
+    """A run cannot be re-executed from its record (dirty tree, missing commit, changed benchmark)."""
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        self.fix = fix
+        super().__init__(message + (f" (fix: {fix})" if fix else ""))

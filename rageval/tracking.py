@@ -29,6 +29,9 @@ from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.metrics import metric_key
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from rageval.compare import Comparison
     from rageval.experiment import ExperimentResult
 
 SEAL_TAG = "rageval.seal"
@@ -74,9 +77,27 @@ def metric_names(result: ExperimentResult) -> dict[str, float]:
             out[f"slice/{metric_key(str(label))}/{metric_key(measure)}"] = row[measure]
     out.update(result.counts())
     for stage, row in result.latency_percentiles().iterrows():
-        out[f"latency/{metric_key(str(stage))}/p50_ms"] = row["p50_ms"]
-        out[f"latency/{metric_key(str(stage))}/p95_ms"] = row["p95_ms"]
+        path = "/".join(metric_key(part) for part in str(stage).split(":"))  # dense:embed → dense/embed
+        for name, value in row.items():
+            out[f"latency/{path}/{name}"] = value
+    for stage, row in result.stage_table().iterrows():
+        for name, value in row.items():
+            out[f"stage/{metric_key(str(stage))}/{metric_key(str(name))}"] = value
+    if result.evidence is not None and not result.evidence.empty:
+        lost = result.evidence["lost_at"].value_counts()
+        for stage in [*result.stage_names, "context"]:
+            out[f"evidence/lost_at/{metric_key(stage)}"] = int(lost.get(stage, 0))
+        for status, n in result.evidence["status"].value_counts().items():
+            out[f"evidence/{metric_key(str(status))}"] = int(n)
     out["context_tokens_mean"] = float(result.context_tokens.mean()) if len(result.context_tokens) else 0.0
+    diagnostics = result.diagnostics
+    if diagnostics is not None and not diagnostics.empty:
+        for column in ("context_tokens_dedup", "context_chunks", "unique_parents", "overlap_ratio", "exact_duplicates"):
+            out[f"{column}_mean"] = float(diagnostics[column].mean())
+    for stage, hit in result.cache_hits.items():
+        out[f"cache/{metric_key(stage)}/hit"] = int(hit)
+    for stage, calls in result.external_calls.items():
+        out[f"external_calls/{metric_key(stage)}"] = calls
     for stage, seconds in result.timings.items():
         out[f"time_s/{stage}"] = seconds
     return {k: float(v) for k, v in out.items() if pd.notna(v)}
@@ -93,6 +114,20 @@ class RunInfo:
     metrics: dict[str, float]
     tags: dict[str, str]
     artifact_uri: str
+
+
+@dataclass(frozen=True)
+class RunArtifacts:
+    """What a sealed evaluation run recorded, read back for comparing and gating."""
+
+    info: RunInfo
+    config_yaml: str
+    per_query: pd.DataFrame  # long: query_id, measure, value
+    queries: pd.DataFrame  # query_id, slices, answerable, context_tokens, failed, ...
+    rankings: pd.DataFrame
+    latency: pd.DataFrame  # query_id, stage, seconds
+    stages: pd.DataFrame | None = None  # query_id, stage, measure, value (runs that record stages)
+    contract: dict[str, Any] | None = None  # contract.json, where recorded
 
 
 class Tracker:
@@ -257,6 +292,7 @@ class Tracker:
         """Log the cases as an MLflow dataset input (all columns are text), so the UI shows which
         data a run used. The entity is built directly: ``from_pandas`` warns on local paths."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
+        from mlflow.exceptions import MlflowException
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
         schema = {"mlflow_colspec": [{"type": "string", "name": str(c), "required": True} for c in frame.columns]}
@@ -268,7 +304,13 @@ class Tracker:
             schema=json.dumps(schema),
             profile=json.dumps({"num_rows": len(frame), "num_elements": int(frame.size)}),
         )
-        self.client.log_inputs(run_id, [DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)])])
+        inputs = [DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)])]
+        try:
+            self.client.log_inputs(run_id, inputs)
+        except MlflowException:
+            # Two runs logging a new dataset at once race on its row; the second try finds it.
+            time.sleep(0.2)
+            self.client.log_inputs(run_id, inputs)
 
     def log_result(self, run_id: str, result: ExperimentResult) -> None:
         """Log an experiment's metrics and per-query artifacts into a running run."""
@@ -290,6 +332,24 @@ class Tracker:
                 "failed": [q in failed for q in cases],
             }
         )
+        if result.diagnostics is not None and not result.diagnostics.empty:
+            extra = result.diagnostics.drop(columns="context_tokens").reindex(list(cases))
+            queries = queries.join(extra, on="query_id")
+        if result.stage_rankings is not None:
+            self.log_frame(run_id, "stage_rankings.parquet", result.stage_rankings)
+            self.log_frame(run_id, "stages.parquet", result.stage_metrics)
+            self.log_frame(run_id, "evidence.parquet", result.evidence)
+            self.log_bytes(run_id, "stages.csv", result.stage_table().to_csv().encode())
+        if result.models:
+            self.log_bytes(run_id, "models.json", json.dumps(result.models, indent=2, sort_keys=True).encode())
+            self.set_tags(
+                run_id,
+                {f"rageval.model.{stage}": f"{m['name']}@{m['sha256'][:12]}" for stage, m in result.models.items()},
+            )
+        if result.cache_hits:
+            self.set_tags(
+                run_id, {f"rageval.cache.{stage}": "hit" if hit else "miss" for stage, hit in result.cache_hits.items()}
+            )
         self.log_frame(run_id, "queries.parquet", queries)
         self.log_bytes(run_id, "slices.csv", result.slices.to_csv().encode())
         failures = result.failures.to_dict(orient="records")
@@ -314,6 +374,154 @@ class Tracker:
         if notebook is not None and Path(notebook).is_file():
             self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
         self.client.set_terminated(run_id, "FAILED")
+
+    # ------------------------------------------------------------------ sweeps, comparisons, release evaluations
+
+    def kill(self, run_id: str, reason: str, notebook: Path | None = None) -> None:
+        """End an interrupted run as KILLED (never sealed), with the reason and any partial notebook."""
+        self._writable(run_id)
+        self.set_tags(run_id, {ERROR_TAG: reason[:4000]})
+        self.log_bytes(run_id, "error.txt", reason.encode())
+        if notebook is not None and Path(notebook).is_file():
+            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+        self.client.set_terminated(run_id, "KILLED")
+
+    def _search(self, filter_string: str) -> list[Any]:
+        """Every run (deleted ones too) of every experiment matching an MLflow filter, oldest first."""
+        from mlflow.entities import ViewType
+
+        experiments = [e.experiment_id for e in self.client.search_experiments(view_type=ViewType.ALL)]
+        found: list[Any] = []
+        token = None
+        while experiments:
+            page = self.client.search_runs(
+                experiments,
+                filter_string,
+                run_view_type=ViewType.ALL,
+                max_results=1000,
+                order_by=["attributes.start_time ASC"],
+                page_token=token,
+            )
+            found.extend(page)
+            token = page.token
+            if not token:
+                break
+        return found
+
+    def children(self, parent_run_id: str) -> list[RunInfo]:
+        """The runs whose ``mlflow.parentRunId`` is ``parent_run_id`` (a sweep's members), oldest first."""
+        self.run(parent_run_id)
+        return [self.run(r.info.run_id) for r in self._search(f"tags.`mlflow.parentRunId` = '{parent_run_id}'")]
+
+    def started_ms(self, run_id: str) -> int:
+        return int(self.client.get_run(run_id).info.start_time)
+
+    def experiment_name(self, experiment_id: str) -> str:
+        return self.client.get_experiment(experiment_id).name
+
+    def download(self, run_id: str, artifact_path: str, dst: Path) -> Path:
+        """Download an artifact of any run (sealed or not: for checks before sealing) into ``dst``."""
+        import mlflow.artifacts
+
+        try:
+            local = mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=self.uri
+            )
+        except OSError as exc:
+            raise TrackingError(f"run {run_id} has no artifact {artifact_path!r}: {exc}") from None
+        return Path(local)
+
+    def count_release_evaluations(
+        self, benchmark: str, version: str, family: str, *, until_ms: int | None = None, split: str = "release"
+    ) -> int:
+        """Evaluation runs on ``split`` of one benchmark version and configuration family, started
+        at or before ``until_ms`` (all for ``None``). Every status counts, deleted runs too: a failed
+        or deleted run may still have shown release results to someone."""
+        wanted = {
+            "rageval.benchmark.name": benchmark,
+            "rageval.benchmark.version": version,
+            "rageval.config.family": family,
+        }
+        return sum(
+            1
+            for run in self._search(f"tags.`rageval.split` = '{split}'")
+            if all(run.data.tags.get(k) == v for k, v in wanted.items())
+            and (until_ms is None or run.info.start_time <= until_ms)
+        )
+
+    def download_sealed(self, run_id: str, artifact_path: str, dst: Path) -> Path:
+        """Download an artifact (file or folder) of a sealed run into ``dst``."""
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        return self.download(run_id, artifact_path, dst)
+
+    def run_artifacts(self, run_id: str) -> RunArtifacts:
+        """Read a sealed evaluation run's configuration and per-query artifacts."""
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+            root = self.download_sealed(run_id, "", Path(tmp))
+            missing = [
+                n
+                for n in (
+                    "config.yaml",
+                    "per_query_metrics.parquet",
+                    "queries.parquet",
+                    "rankings.parquet",
+                    "latency.parquet",
+                )
+                if not (root / n).is_file()
+            ]
+            if missing:
+                raise TrackingError(f"run {run_id} is not an evaluation run: it lacks {', '.join(missing)}")
+            return RunArtifacts(
+                info=info,
+                config_yaml=(root / "config.yaml").read_text(encoding="utf-8"),
+                per_query=pd.read_parquet(root / "per_query_metrics.parquet"),
+                queries=pd.read_parquet(root / "queries.parquet"),
+                rankings=pd.read_parquet(root / "rankings.parquet"),
+                latency=pd.read_parquet(root / "latency.parquet"),
+                stages=pd.read_parquet(root / "stages.parquet") if (root / "stages.parquet").is_file() else None,
+                contract=json.loads((root / "contract.json").read_text())
+                if (root / "contract.json").is_file()
+                else None,
+            )
+
+    def log_figure(self, run_id: str, artifact_path: str, figure: Figure) -> None:
+        import io
+
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=110)
+        self.log_bytes(run_id, artifact_path, buffer.getvalue())
+
+    def log_comparison(self, run_id: str, comparison: Comparison, figures: Mapping[str, Figure]) -> None:
+        """Log a comparison's tables (CSV and parquet), per-query diffs and figures into a running run."""
+        self._writable(run_id)
+        self.log_frame(run_id, "comparison.parquet", comparison.table)
+        self.log_bytes(run_id, "comparison.csv", comparison.table.to_csv(index=False).encode())
+        self.log_bytes(run_id, "overall.csv", comparison.overall.to_csv(index=False).encode())
+        self.log_bytes(run_id, "slices.csv", comparison.slices.to_csv(index=False).encode())
+        self.log_frame(run_id, "per_query_deltas.parquet", comparison.per_query)
+        self.log_bytes(run_id, "per_query_diff.csv", comparison.diffs.to_csv(index=False).encode())
+        self.log_bytes(run_id, "recall_at_k.csv", comparison.recall.to_csv(index=False).encode())
+        if not comparison.stages.empty:
+            self.log_bytes(run_id, "stages.csv", comparison.stages.to_csv(index=False).encode())
+        if not comparison.frontier.empty:
+            self.log_bytes(run_id, "frontier.csv", comparison.frontier.to_csv(index=False).encode())
+        summary = {
+            "baseline": comparison.baseline_run_id,
+            "candidates": comparison.candidates,
+            "measures": comparison.measures,
+            "settings": comparison.settings,
+            "differences": comparison.differences,
+            "warnings": comparison.warnings,
+        }
+        self.log_bytes(run_id, "comparison.json", json.dumps(summary, indent=2, sort_keys=True).encode())
+        self.log_metrics(run_id, comparison.metrics())
+        for name, figure in figures.items():
+            self.log_figure(run_id, f"figures/{name}", figure)
 
     # ------------------------------------------------------------------ sealing
 

@@ -33,7 +33,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
 
 
 def read_run(path: str | Path) -> pd.DataFrame:
-    """``qid Q0 docno rank score tag`` lines → a frame ``query_id, doc_id, rank, score, tag``."""
+    """``qid Q0 docno rank score tag`` lines → a frame ``query_id, doc_id, rank, score, tag, line``."""
     path = Path(path)
     rows = []
     problems = []
@@ -43,12 +43,12 @@ def read_run(path: str | Path) -> pd.DataFrame:
             problems.append(Problem(file=str(path), line=number, message="expected 'query Q0 document rank score tag'"))
             continue
         try:
-            rows.append((parts[0], parts[2], int(parts[3]), float(parts[4]), parts[5]))
+            rows.append((parts[0], parts[2], int(parts[3]), float(parts[4]), parts[5], number))
         except ValueError:
             problems.append(Problem(file=str(path), line=number, message="rank must be an integer and score a number"))
     if problems:
         raise InputError(problems)
-    return pd.DataFrame(rows, columns=["query_id", "doc_id", "rank", "score", "tag"])
+    return pd.DataFrame(rows, columns=["query_id", "doc_id", "rank", "score", "tag", "line"])
 
 
 def read_topics(path: str | Path, field: str = "title") -> dict[str, str]:

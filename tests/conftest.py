@@ -62,6 +62,14 @@ def tiny(tmp_path: Path) -> Path:
     return write_tiny(tmp_path / "tiny")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Tests never read or fill the user's content-addressed cache (notebook kernels inherit this)."""
+    folder = tmp_path_factory.mktemp("rageval-cache")
+    os.environ["RAGEVAL_CACHE"] = str(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One sqlite tracking store for the session (creating one costs seconds)."""

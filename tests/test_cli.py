@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from rageval.cli import app
 
 runner = CliRunner()
-COMMANDS = ["benchmark", "metrics", "run", "verify", "runs", "export-run", "ui"]
+COMMANDS = ["benchmark", "metrics", "run", "verify", "runs", "export-run", "ui", "sweep", "compare", "gate", "diff-notebooks", "demo", "reproduce", "judge", "migrate-labels"]
 
 
 def invoke(*args: str):

@@ -10,7 +10,7 @@ import Stemmer
 from rageval.chunking import chunk_corpus
 from rageval.errors import EvaluationError
 from rageval.experiment import level_run
-from rageval.retrieval import BM25Stage, Hit, Pipeline, Query
+from rageval.retrieval import BM25Stage, Corpus, Hit, Pipeline, Query
 from rageval.schema import BM25Config, ChunkingConfig, Document
 
 TEXTS = [
@@ -22,47 +22,51 @@ TEXTS = [
 ]
 DOCS = [Document(id=f"d{i}", title="", text=t) for i, t in enumerate(TEXTS)]
 CHUNKS = chunk_corpus(DOCS, ChunkingConfig(method="none", headings=False))
+CORPUS = Corpus(CHUNKS, {d.id: d for d in DOCS})
 CONFIG = BM25Config(type="bm25", k1=1.2, b=0.75, candidates=10)
 
 
 def test_bm25_stage_ranks_exactly_as_raw_bm25s():
-    stage = BM25Stage(CONFIG, CHUNKS)
+    stage = BM25Stage(CONFIG, CORPUS)
     stemmer = Stemmer.Stemmer("english")
     raw = bm25s.BM25(k1=1.2, b=0.75)
     raw.index(bm25s.tokenize(TEXTS, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
     for query in ("cache publish", "secret rotation", "nightly backup restore"):
         docs, scores = raw.retrieve(bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False), k=5, show_progress=False)
         expected = sorted(((f"d{d}", float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0), key=lambda x: (-x[1], x[0]))
-        got = [(h.chunk_id.split("#")[0], h.score) for h in stage(Query("q", query), None)]
+        got = [(h.chunk_id.split("#")[0], h.score) for h in stage(Query("q", query))]
         assert [d for d, _ in got] == [d for d, _ in expected] and got
         assert [s for _, s in got] == pytest.approx([s for _, s in expected])
 
 
 def test_a_query_with_no_known_term_retrieves_nothing():
-    assert BM25Stage(CONFIG, CHUNKS)(Query("q", "zebra xylophone"), None) == []
-    assert BM25Stage(CONFIG, CHUNKS)(Query("q", "the and of"), None) == []
+    assert BM25Stage(CONFIG, CORPUS)(Query("q", "zebra xylophone")) == []
+    assert BM25Stage(CONFIG, CORPUS)(Query("q", "the and of")) == []
 
 
 def test_candidates_bound_the_ranking():
-    hits = BM25Stage(CONFIG.model_copy(update={"candidates": 1}), CHUNKS)(Query("q", "cache publish"), None)
+    hits = BM25Stage(CONFIG.model_copy(update={"candidates": 1}), CORPUS)(Query("q", "cache publish"))
     assert len(hits) == 1
 
 
 class Exploding:
     name = "exploding"
 
-    def __call__(self, query: Query, previous: list[Hit] | None) -> list[Hit]:
+    def __call__(self, query: Query, inputs=()) -> list[Hit]:
         if query.query_id == "bad":
             raise RuntimeError("index unavailable")
-        return previous or []
+        return inputs[0]
 
 
 def test_pipeline_records_latency_and_isolates_a_failing_query():
-    pipeline = Pipeline([BM25Stage(CONFIG, CHUNKS), Exploding()])
+    pipeline = Pipeline([BM25Stage(CONFIG, CORPUS), Exploding()])
     output = pipeline.run([Query("good", "cache"), Query("bad", "cache")])
     assert list(output.hits) == ["good"] and output.final_stage["good"] == "exploding"
     assert output.failures == [("bad", "exploding", "RuntimeError", "index unavailable")]
-    assert [(q, s) for q, s, _ in output.latencies] == [("good", "bm25"), ("good", "exploding"), ("bad", "bm25"), ("bad", "exploding")]
+    stages = [(q, s) for q, s, _ in output.latencies if ":" not in s]
+    assert stages == [("good", "bm25"), ("good", "exploding"), ("bad", "bm25"), ("bad", "exploding")]
+    assert {s for _, s, _ in output.latencies if ":" in s} == {"bm25:tokenize", "bm25:search"}
+    assert set(output.stages["bm25"]) == {"good", "bad"} and set(output.stages["exploding"]) == {"good"}
     assert all(seconds >= 0 for _, _, seconds in output.latencies)
 
 

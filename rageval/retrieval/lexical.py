@@ -2,27 +2,31 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import bm25s
 import numpy as np
 
-from rageval.chunking import Chunk
-from rageval.retrieval.base import Hit, Query
+from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.schema import BM25Config
+
+INDEX_VERSION = "rageval-bm25-index/1"
 
 
 class BM25Stage:
-    """bm25s with the configured k1, b, variant and tokenizer. A first stage: it ignores ``previous``.
-    Equal scores come out in chunk-ID order.
+    """bm25s with the configured k1, b, variant and tokenizer. A retriever: it takes no inputs.
+    Equal scores come out in chunk-ID order. The index is cached by corpus, chunking and every
+    setting that changes it.
 
     Scores <= 0 are dropped: bm25s returns arbitrary chunks with score 0 for a query with no known
     term, which would otherwise count as retrieved.
     """
 
-    def __init__(self, config: BM25Config, chunks: Sequence[Chunk]) -> None:
+    def __init__(self, config: BM25Config, corpus: Corpus) -> None:
         self.name = config.name
         self.config = config
+        self.corpus = corpus
         options = config.tokenizer
         self._tokenize_options = {
             "lower": options.lowercase,
@@ -31,24 +35,49 @@ class BM25Stage:
             "stemmer": _stemmer(options.stemmer),
             "show_progress": False,
         }
-        self._ids = [chunk.chunk_id for chunk in chunks]
-        # Position of each chunk in chunk-ID order: equal scores are ordered by ID, vectorized.
-        self._id_order = np.argsort(np.argsort(np.array(self._ids)))
-        self._k = min(config.candidates, len(chunks))
-        self._retriever = bm25s.BM25(k1=config.k1, b=config.b, method=config.method)
-        tokens = bm25s.tokenize([chunk.index_text for chunk in chunks], **self._tokenize_options)
-        self._retriever.index(tokens, show_progress=False)
+        self._k = min(config.candidates, len(corpus.chunks))
+        self.steps: dict[str, float] = {}
+        self.cache_hit: bool | None = None
+        if corpus.cache is None:
+            self._retriever = self._build()
+        else:
+            key = {
+                "version": INDEX_VERSION,
+                "bm25s": bm25s.__version__,
+                **corpus.key,
+                "settings": config.model_dump(mode="json", include={"k1", "b", "method", "tokenizer"}),
+            }
+            entry = corpus.cache.get_or_build(
+                "bm25", key, lambda folder: self._build().save(str(folder), show_progress=False)
+            )
+            self.cache_hit = entry.hit
+            self._retriever = bm25s.BM25.load(str(entry.path), show_progress=False)
 
-    def __call__(self, query: Query, previous: list[Hit] | None = None) -> list[Hit]:
+    def _build(self) -> bm25s.BM25:
+        retriever = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
+        tokens = bm25s.tokenize([chunk.index_text for chunk in self.corpus.chunks], **self._tokenize_options)
+        retriever.index(tokens, show_progress=False)
+        return retriever
+
+    def __call__(self, query: Query, inputs: Sequence[list[Hit]] = ()) -> list[Hit]:
+        started = time.perf_counter()
         tokens = bm25s.tokenize([query.text], return_ids=False, **self._tokenize_options)
+        tokenized = time.perf_counter()
+        self.steps = {"tokenize": tokenized - started}
         if not tokens[0] or self._k == 0:
             return []
-        docs, scores = self._retriever.retrieve(tokens, k=self._k, show_progress=False)
+        mask = None
+        if query.allowed is not None:
+            mask = np.zeros(len(self.corpus.chunks), dtype=np.float32)
+            mask[query.allowed] = 1.0
+        docs, scores = self._retriever.retrieve(tokens, k=self._k, show_progress=False, weight_mask=mask)
         keep = scores[0] > 0
         docs, scores = docs[0][keep], scores[0][keep]
-        order = np.lexsort((self._id_order[docs], -scores))
-        ids = self._ids
-        return [Hit(ids[d], s) for d, s in zip(docs[order].tolist(), scores[order].tolist(), strict=True)]
+        order = np.lexsort((self.corpus.id_rank[docs], -scores))
+        ids = self.corpus.ids
+        hits = [Hit(ids[d], s) for d, s in zip(docs[order].tolist(), scores[order].tolist(), strict=True)]
+        self.steps["search"] = time.perf_counter() - tokenized
+        return hits
 
 
 def _stemmer(language: str | None):

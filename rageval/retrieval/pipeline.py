@@ -1,59 +1,130 @@
-"""Chain stages over a set of queries, timing each stage and recording failures per query."""
+"""Build the configured stages and run queries through them, keeping every stage's output.
+
+Stages run in the configured order; each consumes the outputs of the stages its config names
+(``inputs``). A stage that raises fails that query only. Every stage's ranking is kept, so each can
+be measured on its own (see :mod:`rageval.stages`), with its latency per query and the latency of
+its steps (``dense:embed``, ``dense:search`` …).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from rageval.chunking import Chunk
-from rageval.retrieval.base import Hit, Query, Stage
+import numpy as np
+
+from rageval.retrieval.base import Corpus, Hit, Query, Stage
+from rageval.retrieval.dedup import DedupStage
+from rageval.retrieval.dense import DenseStage
+from rageval.retrieval.filters import FilterStage
+from rageval.retrieval.fusion import FusionStage
 from rageval.retrieval.lexical import BM25Stage
-from rageval.schema import StageConfig
+from rageval.retrieval.plugin import build_plugin, is_retriever
+from rageval.retrieval.rerank import RerankStage
+from rageval.retrieval.runfile import RunFileStage
+from rageval.schema import RETRIEVER_TYPES, StageConfig
 
-STAGES: dict[str, Callable[..., Stage]] = {"bm25": BM25Stage}
+# The registry: a config's ``type`` → the class (or factory) that builds the stage.
+STAGES: dict[str, Callable[..., Stage]] = {
+    "bm25": BM25Stage,
+    "dense": DenseStage,
+    "fusion": FusionStage,
+    "rerank": RerankStage,
+    "filter": FilterStage,
+    "dedup": DedupStage,
+    "runfile": RunFileStage,
+    "plugin": build_plugin,
+}
 
 
-def build_stage(config: StageConfig, chunks: Sequence[Chunk]) -> Stage:
-    return STAGES[config.type](config, chunks)
+def build_stage(config: StageConfig, corpus: Corpus) -> Stage:
+    return STAGES[config.type](config, corpus)
+
+
+def stage_inputs(configs: Sequence[StageConfig]) -> list[list[str]]:
+    """The stages each stage consumes: as configured, else none for a retriever, else the previous."""
+    out = []
+    for index, config in enumerate(configs):
+        if config.inputs is not None:
+            out.append(list(config.inputs))
+        elif config.type in RETRIEVER_TYPES or (config.type == "plugin" and is_retriever(config)):
+            out.append([])
+        else:
+            out.append([configs[index - 1].name])
+    return out
 
 
 @dataclass
 class PipelineOutput:
-    """Final hits per query (absent for a query that failed), with latencies and failures."""
+    """Per stage and query, the ranking; the final stage's per query (absent for a failed query);
+    latencies (query, stage or ``stage:step``, seconds) and failures."""
 
+    stages: dict[str, dict[str, list[Hit]]] = field(default_factory=dict)
     hits: dict[str, list[Hit]] = field(default_factory=dict)
     final_stage: dict[str, str] = field(default_factory=dict)
-    latencies: list[tuple[str, str, float]] = field(default_factory=list)  # query, stage, seconds
+    latencies: list[tuple[str, str, float]] = field(default_factory=list)
     failures: list[tuple[str, str, str, str]] = field(default_factory=list)  # query, stage, type, message
 
 
 class Pipeline:
-    def __init__(self, stages: Sequence[Stage]) -> None:
+    def __init__(self, stages: Sequence[Stage], inputs: Sequence[Sequence[str]] | None = None) -> None:
         if not stages:
             raise ValueError("a pipeline needs at least one stage")
         self.stages = list(stages)
+        names = [s.name for s in self.stages]
+        self.inputs = [list(i) for i in inputs] if inputs is not None else [[]] + [[n] for n in names[:-1]]
+        self.build_seconds: dict[str, float] = {}
+        # Filters with ``when: before`` restrict what the retrievers may return.
+        self.prefilters = [s for s in self.stages if isinstance(s, FilterStage) and s.config.when == "before"]
 
     @classmethod
-    def from_config(cls, configs: Iterable[StageConfig], chunks: Sequence[Chunk]) -> Pipeline:
-        return cls([build_stage(config, chunks) for config in configs])
+    def from_config(cls, configs: Sequence[StageConfig], corpus: Corpus) -> Pipeline:
+        stages, seconds = [], {}
+        for config in configs:
+            started = time.perf_counter()
+            stages.append(build_stage(config, corpus))
+            seconds[config.name] = time.perf_counter() - started
+        pipeline = cls(stages, stage_inputs(configs))
+        pipeline.build_seconds = seconds
+        return pipeline
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+    def cache_hits(self) -> dict[str, bool]:
+        return {s.name: bool(s.cache_hit) for s in self.stages if getattr(s, "cache_hit", None) is not None}
+
+    def external_calls(self) -> dict[str, int]:
+        return {s.name: int(getattr(s, "external_calls", 0)) for s in self.stages}
 
     def run(self, queries: Iterable[Query]) -> PipelineOutput:
-        """Run every query through every stage. A stage that raises fails that query only."""
-        out = PipelineOutput()
+        out = PipelineOutput(stages={name: {} for name in self.names})
         for query in queries:
-            hits: list[Hit] | None = None
-            for stage in self.stages:
+            if self.prefilters:
+                allowed = self.prefilters[0].allowed(query)
+                for extra in self.prefilters[1:]:
+                    allowed = np.intersect1d(allowed, extra.allowed(query))
+                query = dataclasses.replace(query, allowed=allowed)
+            outputs: dict[str, list[Hit]] = {}
+            failed = False
+            for stage, inputs in zip(self.stages, self.inputs, strict=True):
                 started = time.perf_counter()
                 try:
-                    hits = stage(query, hits)
+                    hits = stage(query, [outputs[name] for name in inputs])
                 except Exception as exc:  # noqa: BLE001 - recorded per query, never swallowed
                     out.failures.append((query.query_id, stage.name, type(exc).__name__, str(exc)))
-                    hits = None
+                    failed = True
                     break
                 finally:
                     out.latencies.append((query.query_id, stage.name, time.perf_counter() - started))
-            if hits is not None:
-                out.hits[query.query_id] = hits
+                for step, seconds in (getattr(stage, "steps", None) or {}).items():
+                    out.latencies.append((query.query_id, f"{stage.name}:{step}", seconds))
+                outputs[stage.name] = hits
+                out.stages[stage.name][query.query_id] = hits
+            if not failed:
+                out.hits[query.query_id] = outputs[self.stages[-1].name]
                 out.final_stage[query.query_id] = self.stages[-1].name
         return out

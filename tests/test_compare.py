@@ -1,0 +1,313 @@
+"""Comparing runs: comparability refusals, significance tables, curves and diffs by hand, and the
+comparison notebook end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from rageval import compare as cmp
+from rageval.errors import ComparisonError
+from rageval.metrics import evaluate
+from rageval.tracking import RunInfo, Tracker
+
+BM25 = ROOT / "params" / "bm25.yaml"
+HASHES = {"rageval.hash.corpus": "c" * 64, "rageval.hash.cases": "d" * 64, "rageval.hash.qrels": "e" * 64}
+
+
+def info(run_id: str, sealed: bool = True, params: dict | None = None, **tags: str) -> RunInfo:
+    base = {**HASHES, "rageval.split": "dev", "rageval.level": "passage", "rageval.chunking.hash": "abc123"}
+    base.update({k.replace("__", "."): v for k, v in tags.items()})
+    return RunInfo(
+        run_id,
+        run_id,
+        "0",
+        "FINISHED" if sealed else "FAILED",
+        sealed,
+        {"metrics.contract": "rageval-metrics/1", **(params or {})},
+        {},
+        base,
+        "",
+    )
+
+
+def record_run(
+    store: str,
+    *,
+    split: str = "dev",
+    overrides: Sequence[str] = (),
+    experiment: str = "compare-tests",
+    name: str | None = None,
+    tags: dict[str, str] | None = None,
+    family: str | None = None,
+) -> str:
+    """A sealed evaluation run made in this process (the notebook-free path of ``rageval run``)."""
+    from rageval.benchmark import load_benchmark
+    from rageval.config import dump_config, load_config
+    from rageval.experiment import run_experiment
+    from rageval.runner import record_release_evaluation, run_params, run_tags
+
+    config = load_config(BM25, overrides, split=split)
+    bench = load_benchmark(config.benchmark)
+    tracker = Tracker(store)
+    run_id = tracker.create_run(
+        experiment,
+        name or f"{config.name}@{split}",
+        params=run_params(config, list(overrides)),
+        tags={**run_tags(config, bench, BM25, family), **(tags or {})},
+        files={"config.yaml": dump_config(config).encode()},
+    )
+    if split == "release":
+        record_release_evaluation(tracker, run_id, bench, family or config.name)
+    tracker.log_result(run_id, run_experiment(config, bench))
+    tracker.seal(run_id)
+    return run_id
+
+
+# --------------------------------------------------------------------------- comparability
+
+
+def test_differences_name_each_mismatch():
+    found = cmp.differences(info("base0000"), info("cand0000", rageval__hash__qrels="f" * 64, rageval__split="release"))
+    assert len(found) == 2
+    assert found[0].startswith(
+        "qrels hash differs (rageval.hash.qrels): baseline base0000 has eeeeeeeeeeee…, candidate cand0000 has ffffffffffff…"
+    )
+    assert found[1].startswith("split differs (rageval.split)") and "'dev'" not in found[1] and "dev" in found[1]
+
+
+def test_chunking_matters_only_for_passage_level_measures():
+    passage = cmp.differences(info("a"), info("b", rageval__chunking__hash="zzz999"))
+    assert passage == [
+        "chunking differs (rageval.chunking.hash) and passage-level measures count chunks: baseline a has abc123, candidate b has zzz999"
+    ]
+    document = cmp.differences(
+        info("a", rageval__level="document"), info("b", rageval__level="document", rageval__chunking__hash="zzz999")
+    )
+    assert document == []
+    contract = cmp.differences(info("a"), info("b", params={"metrics.contract": "rageval-metrics/2"}))
+    assert contract and "metric contract differs" in contract[0]
+
+
+def test_check_comparable_refuses_unless_allowed():
+    with pytest.raises(ComparisonError, match="not comparable") as raised:
+        cmp.check_comparable(info("a"), [info("b", rageval__hash__qrels="f" * 64)])
+    assert "qrels hash" in raised.value.differences[0] and "--allow-mismatch" in str(raised.value)
+    allowed = cmp.check_comparable(info("a"), [info("b", rageval__hash__qrels="f" * 64)], allow_mismatch=True)
+    assert len(allowed) == 1
+    with pytest.raises(ComparisonError, match="FAILED and not sealed"):
+        cmp.check_comparable(info("a"), [info("b", sealed=False)], allow_mismatch=True)
+
+
+# --------------------------------------------------------------------------- tables by hand
+
+
+def test_significance_table_by_hand():
+    queries = ["q1", "q2", "q3", "q4"]
+    base = pd.DataFrame({"m": [0.0, 0.0, 0.0, 0.5]}, index=queries)
+    cand = pd.DataFrame({"m": [1.0, 0.5, 0.25, 0.0]}, index=queries)
+    slices = {"q1": ["a"], "q2": ["a"], "q3": ["b"], "q4": ["b"]}
+    table = cmp.significance_table({"base": base, "cand": cand}, "base", slices, ["m"], resamples=2000)
+    rows = table.set_index(["run", "slice"])
+    overall = rows.loc[("cand", "all")]
+    assert overall["mean"] == pytest.approx(0.4375) and overall["delta"] == pytest.approx(0.3125)
+    assert (overall["wins"], overall["ties"], overall["losses"]) == (3, 0, 1)
+    assert overall["p_value"] == pytest.approx(0.5)  # the 4-pair enumeration of test_stats
+    # slice a: differences 1, .5 → sums ±1.5, ±.5: 2 of 4 patterns reach 1.5; slice b: .25, −.5 → all 4 reach .25
+    assert rows.loc[("cand", "a"), "p_value"] == pytest.approx(0.5)
+    assert rows.loc[("cand", "b"), "p_value"] == pytest.approx(1.0)
+    # Holm over the candidate's three tests: .5 x 3 → 1, .5 x 2 = 1, 1 → all 1
+    assert rows.loc["cand", "p_holm"].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert rows.loc[("base", "all"), "mean"] == pytest.approx(0.125) and np.isnan(rows.loc[("base", "all"), "delta"])
+    assert rows.loc[("base", "a"), "queries"] == 2
+    low, high = overall["delta_ci_low"], overall["delta_ci_high"]
+    assert -0.5 <= low < 0.3125 < high <= 1.0
+
+
+def test_holm_family_is_every_measure_and_slice_of_a_candidate():
+    rng = np.random.default_rng(0)
+    index = [f"q{i}" for i in range(30)]
+    base = pd.DataFrame({"x": rng.random(30), "y": rng.random(30)}, index=index)
+    cand = base + pd.DataFrame({"x": 0.3, "y": 0.0}, index=index) * rng.random((30, 2))
+    slices = {q: (["odd"] if i % 2 else ["even"]) for i, q in enumerate(index)}
+    table = cmp.significance_table({"b": base, "c": cand}, "b", slices, ["x", "y"], resamples=500, samples=2000)
+    block = table[table["run"] == "c"]
+    assert len(block) == 6  # (all, even, odd) x (x, y)
+    from rageval.stats import holm
+
+    assert block["p_holm"].to_numpy() == pytest.approx(holm(block["p_value"].to_numpy()))
+
+
+def test_recall_curve_by_hand_matches_ir_measures():
+    ranking = pd.DataFrame(
+        {
+            "query_id": ["q1", "q1", "q1", "q2"],
+            "doc_id": ["d1", "d2", "d3", "d9"],
+            "rank": [1, 2, 3, 1],
+            "score": [3.0, 2.0, 1.0, 1.0],
+        }
+    )
+    qrels = {"q1": {"d2": 2, "d4": 1, "d5": 0}, "q2": {"d9": 1}, "q3": {"d7": 0}}
+    curve = cmp.recall_curve(ranking, qrels, ["q1", "q2", "q3"], [1, 2, 3])
+    # q1: relevant d2, d4 → 0, 1/2, 1/2; q2: 1, 1, 1; q3 has no relevant item and is not averaged
+    assert curve.tolist() == pytest.approx([0.5, 0.75, 0.75])
+    reference = evaluate(ranking, qrels, ["R@1", "R@2", "R@3"]).aggregates
+    assert curve.tolist() == pytest.approx(reference.tolist())
+
+
+def test_pareto_frontier():
+    points = pd.DataFrame({"quality": [0.5, 0.6, 0.55, 0.6, 0.4], "cost": [10, 20, 25, 30, 5]})
+    assert cmp.pareto(points, "quality", "cost").tolist() == [True, True, False, False, True]
+
+
+def test_total_latency_prefers_the_recorded_total():
+    stages = pd.DataFrame(
+        {
+            "query_id": ["a", "a", "a", "b", "b", "b"],
+            "stage": ["bm25", "bm25:search", "fetch"] * 2,
+            "seconds": [0.010, 0.008, 0.002, 0.020, 0.015, 0.004],
+        }
+    )
+    # no total: stages summed, steps not added again: a 12 ms, b 24 ms → p95 = 12 + 0.95 x 12
+    assert cmp.total_p95_ms(stages) == pytest.approx(23.4)
+    with_total = pd.concat([stages, pd.DataFrame({"query_id": ["a", "b"], "stage": "total", "seconds": [0.1, 0.2]})])
+    assert cmp.total_p95_ms(with_total) == pytest.approx(195.0)
+
+
+def test_explain_query_lists_relevant_ranks_and_moved_chunks():
+    judgments = cmp.Judgments(
+        level="document",
+        qrels={"q": {"good": 3, "meh": 0}},
+        queries={"q": "the question"},
+        texts={"good#h-0": "The   good\nanswer.", "bad#h-0": "Noise.", "meh#h-0": "Meh."},
+    )
+
+    def chunks(ids: list[str]) -> pd.DataFrame:
+        return pd.DataFrame({"query_id": "q", "chunk_id": ids, "rank": range(1, len(ids) + 1)})
+
+    def docs(ids: list[str]) -> pd.DataFrame:
+        return pd.DataFrame({"query_id": "q", "doc_id": ids, "rank": range(1, len(ids) + 1)})
+
+    before = (docs(["bad", "meh", "good"]), chunks(["bad#h-0", "meh#h-0", "good#h-0"]))
+    after = (docs(["good", "meh"]), chunks(["good#h-0", "meh#h-0"]))
+    why = cmp.explain_query("q", judgments, before, after)
+    assert why["query"] == "the question"
+    assert why["relevant"] == [{"item": "good", "grade": 3, "before": 3, "after": 1}]
+    assert [(m["chunk_id"], m["before"], m["after"], m["grade"]) for m in why["moved"]] == [
+        ("bad#h-0", 1, None, 0),
+        ("good#h-0", 3, 1, 3),
+    ]
+    assert why["moved"][1]["snippet"] == "The good answer."
+
+
+# --------------------------------------------------------------------------- runs from a store
+
+
+@pytest.fixture(scope="module")
+def pair(store) -> tuple[str, str, str]:
+    """Two release runs of one family: the second is its family's second release evaluation."""
+    kwargs = {"split": "release", "family": "compare-tests-family"}
+    baseline = record_run(store, name="baseline", **kwargs)
+    candidate = record_run(store, overrides=["retrieval.stages.0.candidates=3"], name="three-candidates", **kwargs)
+    return store, baseline, candidate
+
+
+def test_compare_in_process_agrees_with_the_runs_metrics(pair):
+    store, baseline, candidate = pair
+    tracker = Tracker(store)
+    comparison = cmp.compare(cmp.load_inputs(tracker, baseline, [candidate]), resamples=1000, samples=2000)
+    assert comparison.primary == "nDCG@10" and list(comparison.candidates) == ["three-candidates"]
+    overall = comparison.overall.set_index(["run", "measure"])
+    for run_id, label in ((baseline, "baseline"), (candidate, "three-candidates")):
+        metrics = tracker.run(run_id).metrics
+        assert overall.loc[(label, "nDCG@10"), "mean"] == pytest.approx(metrics["nDCG_at_10"])
+        curve = comparison.recall[comparison.recall["run"] == label].set_index("k")["recall"]
+        for k in (5, 20, 100):
+            assert curve[k] == pytest.approx(metrics[f"R_at_{k}"])
+    # three candidates cannot recall more at 20 than at 3
+    assert overall.loc[("three-candidates", "R@20"), "delta"] < 0
+    assert overall.loc[("three-candidates", "R@20"), "p_value"] < 0.01
+    slices = comparison.slice_view("R@20")
+    assert slices.loc["all", "queries"] == overall.loc[("baseline", "R@20"), "queries"]
+    assert "unanswerable" in slices.index and slices.loc["unanswerable", "queries"] == 0
+    losses = comparison.diffs[comparison.diffs["change"] == "loss"]
+    assert len(losses) and losses["query"].str.len().min() > 0 and (losses["delta"] < 0).all()
+    assert losses["relevant_ranks"].str.contains("→").all()
+    assert set(cmp.figures(comparison)) == {"query_deltas.png", "slices.png", "recall_at_k.png", "latency.png"}
+
+
+def test_comparing_different_qrels_hashes_is_refused_before_any_run(pair, tmp_path):
+    from rageval.runner import execute_comparison
+
+    store, baseline, _ = pair
+    other = record_run(store, tags={"rageval.hash.qrels": "0" * 64}, name="other-judgments")
+    before = {r.run_id for r in Tracker(store).runs()}
+    with pytest.raises(ComparisonError, match="qrels hash differs") as raised:
+        execute_comparison(baseline, [other], tracking_uri=store)
+    assert "--allow-mismatch" in str(raised.value)
+    assert {r.run_id for r in Tracker(store).runs()} == before
+
+
+def test_unsealed_runs_are_refused(pair):
+    from rageval.runner import execute_comparison
+
+    store, baseline, _ = pair
+    tracker = Tracker(store)
+    open_run = tracker.create_run("compare-tests", "open", params={}, tags={})
+    with pytest.raises(ComparisonError, match="RUNNING and not sealed"):
+        execute_comparison(baseline, [open_run], tracking_uri=store)
+
+
+@pytest.mark.e2e
+def test_compare_logs_a_sealed_run_with_the_executed_notebook_and_figures(pair):
+    from rageval.runner import execute_comparison
+
+    store, baseline, candidate = pair
+    outcome = execute_comparison(
+        baseline,
+        [candidate],
+        tracking_uri=store,
+        notebook_parameters={"resamples": 1000, "samples": 2000},
+        max_release_evaluations=1,
+    )
+    tracker = Tracker(store)
+    run = tracker.run(outcome.run_id)
+    assert run.sealed and run.status == "FINISHED" and tracker.verify(outcome.run_id) == []
+    assert run.tags["rageval.kind"] == "comparison" and run.tags["rageval.compare.baseline"] == baseline
+    assert run.tags["rageval.compare.candidates"] == candidate and run.tags["rageval.compare.allow_mismatch"] == "false"
+    # two release evaluations of the candidate's family, more than the 1 allowed: warned and recorded
+    (warning,) = outcome.warnings
+    assert "after 2 release evaluations of family 'compare-tests-family' (more than 1)" in warning
+    assert run.tags["rageval.warning.release"] == warning
+    root = Path(run.artifact_uri.removeprefix("file://"))
+    for name in (
+        "comparison.csv",
+        "comparison.parquet",
+        "overall.csv",
+        "slices.csv",
+        "per_query_diff.csv",
+        "recall_at_k.csv",
+        "figures/query_deltas.png",
+        "figures/slices.png",
+        "figures/recall_at_k.png",
+        "figures/latency.png",
+        "notebook/compare.ipynb",
+    ):
+        assert (root / name).is_file(), name
+    assert (root / "figures" / "slices.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    notebook = nbformat.read(root / "notebook" / "compare.ipynb", as_version=4)
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not any(o.output_type == "error" for o in outputs)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 4
+    assert not any(o.output_type == "stream" and o.get("name") == "stderr" for o in outputs)
+    overall = outcome.overall.set_index(["run", "measure"])
+    assert overall.loc[("three-candidates", "R@20"), "delta"] < 0
+    assert run.metrics["delta/three-candidates/R_at_20"] == pytest.approx(
+        overall.loc[("three-candidates", "R@20"), "delta"]
+    )
