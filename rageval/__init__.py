@@ -9,31 +9,51 @@ __version__ = "0.1.0"  # keep equal to pyproject.toml
 from rageval.benchmark import Benchmark, load_benchmark, validate_benchmark
 from rageval.chunking import Chunk, chunk_corpus, chunk_document, chunk_qrels, config_hash
 from rageval.config import config_from_yaml, load_config
+from rageval.contract import CONTRACT, CONTRACT_DIGEST
 from rageval.errors import (
     BenchmarkError,
+    ComparisonError,
     ConfigError,
     EvaluationError,
     InputError,
     MeasureError,
     NotebookExecutionError,
     ParameterError,
+    PolicyError,
     Problem,
     RagevalError,
+    ReproductionError,
     RunSealedError,
+    SweepError,
     TrackingError,
     VerificationError,
 )
 from rageval.experiment import ExperimentResult, run_experiment
-from rageval.metrics import Evaluation, Measure, evaluate, measure_from_key, metric_key, parse_measure
+from rageval.metrics import (
+    Abstention,
+    Evaluation,
+    Measure,
+    abstention,
+    evaluate,
+    measure_from_key,
+    metric_key,
+    parse_measure,
+    rollup_to_parent,
+    top_scores,
+)
 from rageval.schema import BenchmarkSpec, Case, ChunkingConfig, Document, Judgment, RunConfig
 
 __all__ = [
+    "Abstention",
     "Benchmark",
     "BenchmarkError",
     "BenchmarkSpec",
+    "CONTRACT",
+    "CONTRACT_DIGEST",
     "Case",
     "Chunk",
     "ChunkingConfig",
+    "ComparisonError",
     "ConfigError",
     "Document",
     "Evaluation",
@@ -45,13 +65,17 @@ __all__ = [
     "MeasureError",
     "NotebookExecutionError",
     "ParameterError",
+    "PolicyError",
     "Problem",
     "RagevalError",
+    "ReproductionError",
     "RunConfig",
     "RunSealedError",
+    "SweepError",
     "TrackingError",
     "VerificationError",
     "__version__",
+    "abstention",
     "chunk_corpus",
     "chunk_document",
     "chunk_qrels",
@@ -63,6 +87,8 @@ __all__ = [
     "measure_from_key",
     "metric_key",
     "parse_measure",
+    "rollup_to_parent",
     "run_experiment",
+    "top_scores",
     "validate_benchmark",
 ]

@@ -73,9 +73,7 @@ class Cache:
             try:
                 build(staging)
                 files = {
-                    p.relative_to(staging).as_posix(): sha256_file(p)
-                    for p in sorted(staging.rglob("*"))
-                    if p.is_file()
+                    p.relative_to(staging).as_posix(): sha256_file(p) for p in sorted(staging.rglob("*")) if p.is_file()
                 }
                 (staging / ENTRY).write_text(json.dumps({"key": key, "files": files}, sort_keys=True, default=str))
                 os.rename(staging, target)
@@ -94,8 +92,7 @@ class Cache:
         try:
             record = json.loads(entry.read_text())
             ok = json.loads(json.dumps(key, sort_keys=True, default=str)) == record["key"] and all(
-                (target / name).is_file() and sha256_file(target / name) == sha
-                for name, sha in record["files"].items()
+                (target / name).is_file() and sha256_file(target / name) == sha for name, sha in record["files"].items()
             )
         except (OSError, ValueError, KeyError, TypeError):
             ok = False

@@ -213,7 +213,9 @@ def _windows(
         # No natural break in the second half of the window: cut at the size limit, unless that
         # lands inside an atomic block, then at the last break before it.
         if limit in inside_atomic:
-            options = [t for t in line_breaks | block_breaks | heading_breaks if first < t < limit and t not in inside_atomic]
+            options = [
+                t for t in line_breaks | block_breaks | heading_breaks if first < t < limit and t not in inside_atomic
+            ]
             return max(options) if options else limit
         return limit
 

@@ -195,7 +195,11 @@ def metrics(
     per_query: Annotated[bool, typer.Option("--per-query", "-q", help="also print each query's value")] = False,
     output: Annotated[str, typer.Option("--format", help="trec or json")] = "trec",
     ties: Annotated[str, typer.Option(help="docid-desc (trec_eval), docid-asc or input-order")] = "docid-desc",
-    duplicates: Annotated[str, typer.Option(help="error or keep-first")] = "error",
+    duplicates: Annotated[str, typer.Option(help="keep-first (counted) or error")] = "keep-first",
+    relevance: Annotated[
+        int, typer.Option("-l", "--relevance", help="lowest grade relevant for binary measures (trec_eval -l)")
+    ] = 1,
+    gain: Annotated[str, typer.Option(help="nDCG gain: grade (trec_eval) or exp (2^grade - 1)")] = "grade",
     complete: Annotated[
         bool, typer.Option("-c", "--complete", help="score judged queries absent from the run as 0 (trec_eval -c)")
     ] = False,
@@ -212,6 +216,8 @@ def metrics(
             ties=ties,
             duplicates=duplicates,  # type: ignore[arg-type]
             missing="zero" if complete else "skip",
+            relevance=relevance,
+            gain=gain,  # type: ignore[arg-type]
         )
     except RagevalError as error:
         _fail(error)
@@ -223,6 +229,9 @@ def metrics(
             "skipped": list(evaluation.skipped),
             "missing": list(evaluation.missing),
             "policy": evaluation.policy,
+            "providers": evaluation.providers,
+            "duplicates_dropped": evaluation.duplicates,
+            "contract": evaluation.contract,
         }
         typer.echo(json.dumps(payload, indent=2))
         return

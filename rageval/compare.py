@@ -42,6 +42,15 @@ CONTRACT_TAGS: dict[str, str] = {
 }
 CHUNKING_TAG = "rageval.chunking.hash"
 CONTRACT_PARAM = "metrics.contract"
+# The contract's version and rule digest, and the evaluation options it leaves to the configuration.
+CONTRACT_PARAMS = (
+    CONTRACT_PARAM,
+    "metrics.contract_digest",
+    "evaluation.ties",
+    "evaluation.duplicates",
+    "evaluation.relevance",
+    "evaluation.gain",
+)
 
 
 # --------------------------------------------------------------------------- comparability
@@ -67,11 +76,12 @@ def differences(baseline: RunInfo, candidate: RunInfo) -> list[str]:
             f"chunking differs ({CHUNKING_TAG}) and passage-level measures count chunks: baseline {b} has "
             f"{_short(baseline.tags.get(CHUNKING_TAG))}, candidate {c} has {_short(candidate.tags.get(CHUNKING_TAG))}"
         )
-    before, after = baseline.params.get(CONTRACT_PARAM), candidate.params.get(CONTRACT_PARAM)
-    if before != after:
-        out.append(
-            f"metric contract differs ({CONTRACT_PARAM}): baseline {b} has {_short(before)}, candidate {c} has {_short(after)}"
-        )
+    for param in CONTRACT_PARAMS:
+        before, after = baseline.params.get(param), candidate.params.get(param)
+        if before != after:
+            out.append(
+                f"metric contract differs ({param}): baseline {b} has {_short(before)}, candidate {c} has {_short(after)}"
+            )
     return out
 
 

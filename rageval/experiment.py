@@ -17,7 +17,7 @@ from rageval.benchmark import Benchmark, load_benchmark
 from rageval.cache import Cache
 from rageval.chunking import chunk_corpus, config_hash
 from rageval.errors import EvaluationError
-from rageval.metrics import Evaluation, evaluate
+from rageval.metrics import Abstention, Evaluation, abstention, evaluate, rollup_to_parent, top_scores
 from rageval.migration import chunk_qrels_for
 from rageval.retrieval import Corpus, Pipeline, Query, visible
 from rageval.retrieval.dedup import exact_dedup
@@ -60,6 +60,7 @@ class ExperimentResult:
     cache_hits: dict[str, bool] = field(default_factory=dict)
     models: dict[str, dict[str, str]] = field(default_factory=dict)  # stage → model identity
     external_calls: dict[str, int] = field(default_factory=dict)
+    abstention: Abstention | None = None  # the unanswerable contract, when evaluation.abstain_below is set
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -163,9 +164,21 @@ def run_experiment(
             config.evaluation.measures,
             ties=config.evaluation.ties,
             duplicates=config.evaluation.duplicates,
+            relevance=config.evaluation.relevance,
+            gain=config.evaluation.gain,
+            depth=config.evaluation.depth,
         )
 
     evaluation = measure(rankings)
+    abstained = None
+    if config.evaluation.abstain_below is not None:
+        evaluated_run = level_run(rankings, level)
+        answerable = {c.queryId for c in cases if c.answerable}
+        abstained = abstention(
+            top_scores(evaluated_run, [c.queryId for c in cases if c.queryId not in answerable]),
+            config.evaluation.abstain_below,
+            top_scores(evaluated_run, sorted(answerable)),
+        )
     slices = slice_table(evaluation, {c.queryId: c.slice for c in cases})
     timings["evaluation"] = time.perf_counter() - started
 
@@ -217,6 +230,7 @@ def run_experiment(
         cache_hits=pipeline.cache_hits(),
         models={s.name: s.model_identity for s in pipeline.stages if getattr(s, "model_identity", None)},
         external_calls=pipeline.external_calls(),
+        abstention=abstained,
     )
 
 
@@ -298,15 +312,11 @@ def level_run(rankings: pd.DataFrame, level: str) -> pd.DataFrame:
     ranks renumbered.
     """
     if level == "document":
-        frame = rankings.drop_duplicates(["query_id", "parent_id"], keep="first").rename(
-            columns={"parent_id": "doc_id"}
-        )
-        frame = frame.assign(rank=frame.groupby("query_id", sort=False).cumcount() + 1)
-    elif level == "passage":
+        return rollup_to_parent(rankings)
+    if level == "passage":
         frame = rankings.rename(columns={"chunk_id": "doc_id"})
-    else:
-        raise EvaluationError(f"unknown evaluation level {level!r}; valid choices are document, passage")
-    return frame[["query_id", "doc_id", "score", "rank"]].reset_index(drop=True)
+        return frame[["query_id", "doc_id", "score", "rank"]].reset_index(drop=True)
+    raise EvaluationError(f"unknown evaluation level {level!r}; valid choices are document, passage")
 
 
 def slice_table(evaluation: Evaluation, slices: dict[str, list[str]]) -> pd.DataFrame:

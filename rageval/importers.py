@@ -54,12 +54,18 @@ def _build_cases(
     problems = []
     for qid, (split, grades) in sorted(judged.items(), key=lambda item: _natural(item[0])):
         if qid not in queries:
-            problems.append(Problem(file=qrels_file, field="query-id", message=f"query '{qid}' has judgments but no text"))
+            problems.append(
+                Problem(file=qrels_file, field="query-id", message=f"query '{qid}' has judgments but no text")
+            )
             continue
         unknown = sorted(d for d in grades if d not in known_docs)
         if unknown:
             problems.append(
-                Problem(file=qrels_file, field="corpus-id", message=f"query '{qid}' judges unknown documents: {', '.join(unknown[:5])}")
+                Problem(
+                    file=qrels_file,
+                    field="corpus-id",
+                    message=f"query '{qid}' judges unknown documents: {', '.join(unknown[:5])}",
+                )
             )
             continue
         try:
@@ -142,7 +148,9 @@ def import_beir(
                 if number == 1 and parts[0] == "query-id":
                     continue
                 if len(parts) != 3:
-                    raise BenchmarkError(Problem(file=str(qrels_file), line=number, message="expected query-id, corpus-id, score"))
+                    raise BenchmarkError(
+                        Problem(file=str(qrels_file), line=number, message="expected query-id, corpus-id, score")
+                    )
                 qid, did, score = parts
                 grade = _map_grade(int(score), grade_map, str(qrels_file), number)
                 if qid in judged and judged[qid][0] != split:

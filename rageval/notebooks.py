@@ -27,7 +27,9 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
     notebook = nbformat.read(path, as_version=4)
     if not any("parameters" in cell.get("metadata", {}).get("tags", []) for cell in notebook.cells):
         raise ParameterError(
-            Problem(file=str(path), message="no cell is tagged 'parameters'", fix="tag the cell that defines the parameters")
+            Problem(
+                file=str(path), message="no cell is tagged 'parameters'", fix="tag the cell that defines the parameters"
+            )
         )
     import papermill
 
@@ -35,7 +37,12 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
         declared = papermill.inspect_notebook(str(path))
     except ValueError as exc:  # no kernel or language in the notebook's metadata
         raise ParameterError(
-            Problem(file=str(path), field="metadata", message=str(exc), fix="save it from JupyterLab with the Python 3 kernel")
+            Problem(
+                file=str(path),
+                field="metadata",
+                message=str(exc),
+                fix="save it from JupyterLab with the Python 3 kernel",
+            )
         ) from None
     return {name: info["default"] for name, info in declared.items()}
 
@@ -54,7 +61,12 @@ def check_parameters(path: str | Path, given: Mapping[str, Any], required: Seque
         if name not in declared
     ]
     problems += [
-        Problem(file=str(path), field=name, message="the notebook's parameters cell does not declare this parameter", fix=f"add `{name} = None` to it")
+        Problem(
+            file=str(path),
+            field=name,
+            message="the notebook's parameters cell does not declare this parameter",
+            fix=f"add `{name} = None` to it",
+        )
         for name in required
         if name not in declared and name not in given
     ]

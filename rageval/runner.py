@@ -27,6 +27,7 @@ from rageval import __version__
 from rageval.benchmark import Benchmark, load_benchmark
 from rageval.chunking import config_hash
 from rageval.config import dump_config, flatten, load_config
+from rageval.contract import CONTRACT_DIGEST
 from rageval.errors import ComparisonError, NotebookExecutionError, TrackingError
 from rageval.gate import RELEASE_SPLIT, Decision
 from rageval.metrics import CONTRACT, metric_key, parse_measures
@@ -113,6 +114,7 @@ def run_params(config: RunConfig, overrides: Sequence[str]) -> dict[str, Any]:
         params[f"measure_definition.{measure.key}"] = measure.definition
     params["rageval.overrides"] = list(overrides)
     params["metrics.contract"] = CONTRACT
+    params["metrics.contract_digest"] = CONTRACT_DIGEST
     return params
 
 

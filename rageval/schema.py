@@ -599,7 +599,9 @@ class RetrievalConfig(Strict):
             for name in stage.inputs or []:
                 if name not in seen:
                     where = f"earlier stages: {', '.join(seen)}" if seen else "it is the first stage"
-                    raise ValueError(f"stages[{index}] ('{stage.name}') takes input '{name}', not an earlier stage ({where})")
+                    raise ValueError(
+                        f"stages[{index}] ('{stage.name}') takes input '{name}', not an earlier stage ({where})"
+                    )
             if index == 0 and stage.type not in RETRIEVER_TYPES | {"plugin"}:
                 raise ValueError(f"the first stage is '{stage.type}', which needs an input; start with a retriever")
             seen.append(stage.name)
@@ -610,7 +612,9 @@ class ContextConfig(Strict):
     """The context handed to the generator: the final stage's top ``final_k`` chunks, exact
     duplicates removed, cut at ``max_tokens``."""
 
-    tokenizer: StrictStr | None = Field(default=None, description="name in rageval.text.TOKENIZERS; default: chunking's")
+    tokenizer: StrictStr | None = Field(
+        default=None, description="name in rageval.text.TOKENIZERS; default: chunking's"
+    )
     max_tokens: StrictInt | None = Field(default=None, gt=0)
     dedup: Literal["exact", "none"] = "exact"
 
@@ -634,11 +638,24 @@ class EvaluationConfig(Strict):
         try:
             parse_measures(value)
         except MeasureError as exc:
-            raise ValueError("; ".join(f"{p.message} ({p.fix})" if p.fix else p.message for p in exc.problems)) from None
+            raise ValueError(
+                "; ".join(f"{p.message} ({p.fix})" if p.fix else p.message for p in exc.problems)
+            ) from None
         return value
 
     ties: Literal["docid-asc", "docid-desc", "input-order"] = "docid-asc"
-    duplicates: Literal["error", "keep-first"] = "error"
+    duplicates: Literal["keep-first", "error"] = Field(
+        default="keep-first",
+        description="a repeated ID counts once, at its first rank; later ones are dropped and counted",
+    )
+    relevance: StrictInt = Field(
+        default=1, ge=1, description="lowest grade that counts as relevant for binary measures"
+    )
+    gain: Literal["grade", "exp"] = Field(default="grade", description="nDCG gain: the grade, or 2^grade - 1")
+    depth: StrictInt = Field(default=10, ge=1, description="depth of the Judged@k, unjudged and tie-rate diagnostics")
+    abstain_below: float | None = Field(
+        default=None, description="top score below which retrieval abstains (unanswerable contract); null: not measured"
+    )
 
 
 class RunConfig(Strict):

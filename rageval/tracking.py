@@ -89,6 +89,14 @@ def metric_names(result: ExperimentResult) -> dict[str, float]:
             out[f"evidence/lost_at/{metric_key(stage)}"] = int(lost.get(stage, 0))
         for status, n in result.evidence["status"].value_counts().items():
             out[f"evidence/{metric_key(str(status))}"] = int(n)
+    for name, value in result.evaluation.diagnostic_means.items():
+        out[f"diagnostic/{metric_key(str(name))}"] = value
+    out["duplicates_dropped"] = result.evaluation.duplicates
+    if result.abstention is not None:
+        out["abstention/threshold"] = result.abstention.threshold
+        out["abstention/rate"] = result.abstention.abstention_rate
+        out["abstention/false_confidence_rate"] = result.abstention.false_confidence_rate
+        out["abstention/wrongful_rate"] = result.abstention.wrongful_abstention_rate
     out["context_tokens_mean"] = float(result.context_tokens.mean()) if len(result.context_tokens) else 0.0
     diagnostics = result.diagnostics
     if diagnostics is not None and not diagnostics.empty:
@@ -335,6 +343,13 @@ class Tracker:
         if result.diagnostics is not None and not result.diagnostics.empty:
             extra = result.diagnostics.drop(columns="context_tokens").reindex(list(cases))
             queries = queries.join(extra, on="query_id")
+        self.log_bytes(
+            run_id, "metric_contract.json", json.dumps(evaluation.contract, indent=2, sort_keys=True).encode()
+        )
+        if not evaluation.diagnostics.empty:
+            self.log_frame(run_id, "diagnostics.parquet", evaluation.diagnostics.reset_index())
+        if result.abstention is not None:
+            self.log_frame(run_id, "abstention.parquet", result.abstention.per_query.reset_index())
         if result.stage_rankings is not None:
             self.log_frame(run_id, "stage_rankings.parquet", result.stage_rankings)
             self.log_frame(run_id, "stages.parquet", result.stage_metrics)

@@ -24,7 +24,9 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         try:
             grade = int(parts[3])
         except ValueError:
-            problems.append(Problem(file=str(path), line=number, field="grade", message=f"grade {parts[3]!r} is not an integer"))
+            problems.append(
+                Problem(file=str(path), line=number, field="grade", message=f"grade {parts[3]!r} is not an integer")
+            )
             continue
         qrels.setdefault(parts[0], {})[parts[2]] = grade
     if problems:

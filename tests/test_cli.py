@@ -75,15 +75,17 @@ def test_metrics_prints_trec_eval_lines_and_json(tmp_path):
     assert payload["aggregates"] == {"RR": 0.75} and payload["skipped"] == ["3"] and payload["num_q"] == 2
 
 
-def test_metrics_refuses_duplicates_unless_asked(tmp_path):
+def test_metrics_keeps_the_first_of_a_duplicate_and_refuses_when_asked(tmp_path):
     qrels = tmp_path / "qrels"
     qrels.write_text("1 0 a 1\n")
     run = tmp_path / "run"
     run.write_text("1 Q0 b 1 2.0 t\n1 Q0 b 2 1.0 t\n1 Q0 a 3 0.5 t\n")
-    refused = invoke("metrics", qrels, run, "-m", "RR")
+    kept = invoke("metrics", qrels, run, "-m", "RR")  # the contract: b counts once, at rank 1; a moves to 2
+    assert kept.exit_code == 0 and kept.stdout.split("\t")[-1].strip() == "0.5000"
+    counted = invoke("metrics", qrels, run, "-m", "RR", "--format", "json")
+    assert json.loads(counted.stdout)["duplicates_dropped"] == 1
+    refused = invoke("metrics", qrels, run, "-m", "RR", "--duplicates", "error")
     assert refused.exit_code == 1 and "1/b" in refused.output
-    kept = invoke("metrics", qrels, run, "-m", "RR", "--duplicates", "keep-first")
-    assert kept.stdout.split("\t")[-1].strip() == "0.5000"
 
 
 def test_metrics_matches_trec_eval_on_its_suite():

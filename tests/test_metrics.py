@@ -34,13 +34,14 @@ def test_input_order_follows_a_rank_column():
     assert evaluate(run, {"q": {"a": 1}}, ["RR"], ties="input-order").per_query.loc["q", "RR"] == 0.5
 
 
-def test_duplicate_documents_are_an_error_or_keep_their_best_rank():
+def test_duplicate_documents_keep_their_first_occurrence_by_default_or_are_an_error():
     run = frame([("q", "x", 3.0), ("q", "a", 2.0), ("q", "x", 1.0)])
-    with pytest.raises(EvaluationError, match="q/x"):
-        evaluate(run, {"q": {"a": 1}}, ["RR"])
-    kept = evaluate(run, {"q": {"a": 1}}, ["RR", "P@3"], duplicates="keep-first")
+    kept = evaluate(run, {"q": {"a": 1}}, ["RR", "P@3"])
     assert kept.per_query.loc["q", "RR"] == 0.5
     assert kept.per_query.loc["q", "P@3"] == pytest.approx(1 / 3)
+    assert kept.duplicates == 1 and kept.policy["duplicates"] == "keep-first"
+    with pytest.raises(EvaluationError, match="q/x"):
+        evaluate(run, {"q": {"a": 1}}, ["RR"], duplicates="error")
 
 
 def test_query_without_relevant_item_yields_no_value_and_is_counted():

@@ -9,6 +9,10 @@ EXPECTED = {
     "TrackingError", "VerificationError", "__version__", "chunk_corpus", "chunk_document", "chunk_qrels",
     "config_from_yaml", "config_hash", "evaluate", "load_benchmark", "load_config", "measure_from_key", "metric_key",
     "parse_measure", "run_experiment", "validate_benchmark",
+    # the metric contract, the unanswerable contract and the chunk → parent roll-up
+    "CONTRACT", "CONTRACT_DIGEST", "Abstention", "abstention", "rollup_to_parent", "top_scores",
+    # comparisons, gates, sweeps and reproduction
+    "ComparisonError", "PolicyError", "ReproductionError", "SweepError",
 }
 
 

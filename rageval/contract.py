@@ -1,0 +1,165 @@
+"""The metric contract: every rule rageval's measures follow, versioned and machine-readable.
+
+Two tools can use the same metric name while differing on edge cases (ties, duplicates, a query
+with nothing relevant). rageval decides each case once, here. A run records
+:func:`contract_record` (the version, every rule, the options it chose); comparisons call
+:func:`require_same_contract` and refuse runs whose records differ unless told otherwise.
+
+Changing any text in :data:`RULES` changes :data:`CONTRACT_DIGEST`; a test pins the digest of each
+version, so a rule cannot change without bumping :data:`CONTRACT`. ``docs/metric-contract.md`` is
+the same contract for people.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rageval.errors import ComparisonError
+
+CONTRACT = "rageval-metrics/2"
+
+# Each rule: what it says, and for rules with options, the choices (registries: their keys are the
+# valid values) and the default.
+RULES: dict[str, dict[str, Any]] = {
+    "measures": {
+        "rule": "Measures are written as ir-measures names them and parsed once; Hit@k is an alias of Success@k, "
+        "MRR of RR. Values equal trec_eval's measure of the same definition.",
+        "definitions": {
+            "P@k": "relevant items in the first k, divided by k (trec_eval P_k)",
+            "R@k": "relevant items in the first k, divided by all relevant items in the qrels (trec_eval recall_k)",
+            "Success@k": "1 if at least one relevant item is in the first k, else 0 (alias Hit@k). It can hide "
+            "failure on multi-evidence questions: one of three needed passages already scores 1",
+            "RR": "1 / rank of the first relevant item, 0 if none is retrieved (trec_eval recip_rank); RR@k looks "
+            "only at the first k; alias MRR, the mean over queries",
+            "AP": "sum of the precision at the rank of each retrieved relevant item, divided by all relevant items "
+            "(trec_eval map); AP@k counts only the first k",
+            "Rprec": "relevant items in the first R, divided by R, where R is the number of relevant items "
+            "(trec_eval Rprec)",
+            "nDCG@k": "sum over the first k of gain(grade) / log2(rank + 1), divided by the same sum for the ideal "
+            "ordering of every judged grade of the query; 0 where that ideal is 0 (trec_eval ndcg_cut)",
+            "Judged@k": "items in the first k that have any judgment in the qrels (grade 0 and negative grades "
+            "count as judged), divided by the number of items in the first k (0 for an empty ranking)",
+        },
+    },
+    "relevance": {
+        "rule": "For binary measures (P, R, Success, RR, AP, Rprec) an item is relevant when its grade is at least "
+        "the threshold; a measure's own rel=... parameter overrides it. nDCG gains ignore the threshold; a query is "
+        "answerable when some item reaches it.",
+        "default": 1,
+    },
+    "gain": {
+        "rule": "nDCG's gain for a grade; grades <= 0 gain nothing.",
+        "choices": {"grade": "gain = grade (trec_eval ndcg_cut)", "exp": "gain = 2^grade - 1"},
+        "default": "grade",
+    },
+    "ties": {
+        "rule": "Equal scores within a query are ordered by one explicit policy before any measure is computed; "
+        "the ranking is then evaluated in exactly that order. The tie rate (see diagnostics) shows how often it "
+        "mattered.",
+        "choices": {
+            "docid-asc": "score descending, then document ID ascending (byte order)",
+            "docid-desc": "score descending, then document ID descending: trec_eval's own rule",
+            "input-order": "the order the producer gave: the rank column where there is one, else row order; "
+            "scores are ignored",
+        },
+        "default": "docid-asc",
+    },
+    "duplicates": {
+        "rule": "An ID repeated within one query's ranking (after the tie policy).",
+        "choices": {
+            "keep-first": "the first occurrence counts; later ones are dropped (ranks close up) and counted",
+            "error": "the evaluation fails and names the repeated IDs",
+        },
+        "default": "keep-first",
+    },
+    "fewer_than_k": {
+        "rule": "A ranking shorter than k is not padded: P@k still divides by k, as trec_eval does; Judged@k "
+        "divides by the items there are (as ir-measures); R@k, nDCG@k and the rest look at what there is.",
+    },
+    "unjudged": {
+        "rule": "An item with no judgment counts as not relevant (gain 0). Judged@k and the number of unjudged "
+        "items in the first k are reported per query, so a system that finds unjudged evidence is visible.",
+    },
+    "no_relevant": {
+        "rule": "A query with no item at or above the relevance threshold gets no value for any ranking measure: "
+        "it is excluded from means and listed as skipped (ir-measures would score it 0 and average it in).",
+    },
+    "missing": {
+        "rule": "An answerable query that is absent from the run.",
+        "choices": {
+            "zero": "it scores 0 on every measure and counts in the means (trec_eval -c)",
+            "skip": "it gets no value (trec_eval's default)",
+        },
+        "default": "zero",
+    },
+    "unanswerable": {
+        "rule": "Stated apart from the ranking measures. For queries with no relevant item a retrieval abstains "
+        "when its top score is below a confidence threshold, or it returned nothing. Reported: the abstention rate "
+        "and the false-confidence rate (top score at or above the threshold) on the unanswerable slice; with "
+        "answerable queries, the wrongful-abstention rate on those.",
+    },
+    "levels": {
+        "rule": "The same run is measured on chunk IDs against chunk qrels, and rolled up to parent documents "
+        "against document qrels: each parent once, at the rank and score of its best-ranked chunk, ranks "
+        "renumbered. Both are labelled.",
+    },
+    "diagnostics": {
+        "rule": "Per evaluated query, at a depth (default 10): Judged@depth, unjudged items in the first depth, "
+        "tie rate (adjacent pairs of equal scores among the first depth results, divided by the number of "
+        "adjacent pairs; no value with fewer than two results) and duplicates dropped; with their means.",
+        "default_depth": 10,
+    },
+}
+
+TIE_POLICIES: tuple[str, ...] = tuple(RULES["ties"]["choices"])
+DUPLICATE_POLICIES: tuple[str, ...] = tuple(RULES["duplicates"]["choices"])
+MISSING_POLICIES: tuple[str, ...] = tuple(RULES["missing"]["choices"])
+GAINS: tuple[str, ...] = tuple(RULES["gain"]["choices"])
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+CONTRACT_DIGEST = _digest(RULES)
+
+
+def contract_record(**options: Any) -> dict[str, Any]:
+    """What a run records: the version, the digest and full text of every rule, and its options
+    (``ties``, ``duplicates``, ``missing``, ``relevance``, ``gain``, ``depth`` …)."""
+    return {
+        "version": CONTRACT,
+        "digest": CONTRACT_DIGEST,
+        "rules": json.loads(json.dumps(RULES)),
+        "options": dict(sorted(options.items())),
+    }
+
+
+def contract_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Each way two contract records differ, as readable lines; empty when they are the same."""
+    out = []
+    if a.get("version") != b.get("version"):
+        out.append(f"contract version {a.get('version')!r} != {b.get('version')!r}")
+    elif a.get("digest") != b.get("digest") or a.get("rules") != b.get("rules"):
+        out.append(f"contract {a.get('version')!r}: rule texts differ (digest {a.get('digest')} != {b.get('digest')})")
+    options_a, options_b = a.get("options", {}), b.get("options", {})
+    for name in sorted(set(options_a) | set(options_b)):
+        if options_a.get(name, "<absent>") != options_b.get(name, "<absent>"):
+            out.append(f"option {name}: {options_a.get(name, '<absent>')!r} != {options_b.get(name, '<absent>')!r}")
+    return out
+
+
+def require_same_contract(a: Mapping[str, Any], b: Mapping[str, Any], *, allow_different: bool = False) -> list[str]:
+    """Refuse (:class:`ComparisonError`) two records that differ, unless ``allow_different``;
+    returns the differences either way so a comparison can show them."""
+    differences = contract_differences(a, b)
+    if differences and not allow_different:
+        raise ComparisonError(
+            "the runs were measured under different metric contracts; re-evaluate one of them, or compare "
+            "anyway with allow_different=True (the differences are shown with the comparison)",
+            differences=differences,
+        )
+    return differences
