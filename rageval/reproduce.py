@@ -36,6 +36,8 @@ from rageval.tracking import Tracker
 
 NEURAL_TYPES = {"dense", "rerank"}
 SCORE_TOLERANCE = 1e-4
+# Metrics that describe how a run went, not what it found: they may differ on a faithful re-run.
+NOT_RESULTS = ("time_s/", "latency/", "cache/", "external_calls/", "release_evaluations")
 
 
 @dataclass
@@ -90,6 +92,8 @@ def neural_stages(config: dict) -> set[str]:
         if stage["type"] in NEURAL_TYPES or any(i in out for i in inputs):
             out.add(name)
         previous = name
+    if previous in out:
+        out.add("context")  # the context is cut from the final stage's ranking
     return out
 
 
@@ -175,7 +179,7 @@ def reproduce(
     result.metric_differences = {
         k: abs(original_metrics[k] - new_metrics[k])
         for k in original_metrics
-        if k in new_metrics and not k.startswith(("time_s/", "latency/"))
+        if k in new_metrics and not k.startswith(NOT_RESULTS)
     }
     result.record = _record(tracker, info.experiment_id, result, patch if dirty == "true" else None)
     return result

@@ -101,7 +101,7 @@ def test_stage_comparison_reports_score_drift_of_neural_stages_only():
             ]
         }
     }
-    assert neural_stages(config) == {"dense", "fusion", "dedup"}
+    assert neural_stages(config) == {"dense", "fusion", "dedup", "context"}
     bm25, dense = compare_rankings(before, after, {"dense"})
     assert bm25.identical and bm25.deterministic
     assert not dense.identical and not dense.deterministic and dense.max_score_difference == pytest.approx(1e-5)
