@@ -186,8 +186,10 @@ def run_experiment(
     per_stage = {name: rankings_frame(output.stages[name], name, by_id) for name in pipeline.names}
     context_frame = rankings_frame(context, CONTEXT_STAGE, by_id)
     stage_metrics = []
+    final = pipeline.names[-1]
     for name, frame in [*per_stage.items(), (CONTEXT_STAGE, context_frame)]:
-        long = measure(frame).long()
+        # The final stage's ranking is the run's ranking: measured once, above.
+        long = (evaluation if name == final else measure(frame)).long()
         stage_metrics.append(long.assign(stage=name))
     inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
     evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
