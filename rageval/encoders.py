@@ -135,6 +135,11 @@ def _query_vector(model: Any, text: str, max_seq_length: int | None) -> Any:
 
 
 def encode_query(model: Any, text: str, *, max_seq_length: int | None) -> Any:
-    """One query's embedding, computed once per process and model: a dense stage and a bi-encoder
-    reranker of the same pipeline share it (the reranker's cost is then the dot products)."""
+    """One query's embedding, computed once per pipeline run and model: a dense stage and a
+    bi-encoder reranker of the same pipeline share it (the reranker's cost is then the dot
+    products). :func:`forget_queries` starts afresh, so each run's latency includes encoding."""
     return _query_vector(model, text, max_seq_length)
+
+
+def forget_queries() -> None:
+    _query_vector.cache_clear()

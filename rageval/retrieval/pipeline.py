@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rageval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query, Stage
 from rageval.retrieval.dedup import DedupStage
 from rageval.retrieval.dense import DenseStage
@@ -101,6 +102,7 @@ class Pipeline:
         return {s.name: int(getattr(s, "external_calls", 0)) for s in self.stages}
 
     def run(self, queries: Iterable[Query]) -> PipelineOutput:
+        encoders.forget_queries()  # every run pays for its own query embeddings, as it would in production
         out = PipelineOutput(stages={name: {} for name in self.names})
         for query in queries:
             if self.prefilters:
