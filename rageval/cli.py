@@ -31,6 +31,10 @@ TrackingUri = Annotated[
         "--tracking-uri", help="MLflow tracking URI [default: $MLFLOW_TRACKING_URI, else the project's mlruns/]"
     ),
 ]
+# Options the evaluation commands (run, sweep) share.
+Timeout = Annotated[int | None, typer.Option(help="per-cell timeout in seconds")]
+RunExperiment = Annotated[str | None, typer.Option(help="MLflow experiment [default: the benchmark name]")]
+EvaluateNotebook = Annotated[Path | None, typer.Option(help="[default: notebooks/evaluate.ipynb]")]
 
 
 def _fail(error: RagevalError) -> None:
@@ -257,10 +261,10 @@ def run(
     split: Annotated[str | None, typer.Option(help="dev or release [default: the config's]")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="override a config key: key.path=value (YAML value)")] = [],
     tracking_uri: TrackingUri = None,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the benchmark name]")] = None,
-    notebook: Annotated[Path | None, typer.Option(help="[default: notebooks/evaluate.ipynb]")] = None,
+    experiment: RunExperiment = None,
+    notebook: EvaluateNotebook = None,
     parameter: Annotated[list[str], typer.Option("-p", "--parameter", help="extra notebook parameter NAME=VALUE")] = [],
-    timeout: Annotated[int | None, typer.Option(help="per-cell timeout in seconds")] = None,
+    timeout: Timeout = None,
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
     import yaml
@@ -354,9 +358,9 @@ def sweep(
         bool, typer.Option("--release", help="allow a sweep on the frozen release split (recorded and counted)")
     ] = False,
     tracking_uri: TrackingUri = None,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the benchmark name]")] = None,
-    notebook: Annotated[Path | None, typer.Option(help="[default: notebooks/evaluate.ipynb]")] = None,
-    timeout: Annotated[int | None, typer.Option(help="per-cell timeout in seconds")] = None,
+    experiment: RunExperiment = None,
+    notebook: EvaluateNotebook = None,
+    timeout: Timeout = None,
 ) -> None:
     """Run every configuration of a sweep as a sealed child of one parent run; exit 1 if any failed."""
     from rageval.sweep import run_sweep
@@ -408,7 +412,7 @@ def compare(
     parameter: Annotated[
         list[str], typer.Option("-p", "--parameter", help="extra notebook parameter NAME=VALUE, e.g. top_n=5")
     ] = [],
-    timeout: Annotated[int | None, typer.Option(help="per-cell timeout in seconds")] = None,
+    timeout: Timeout = None,
 ) -> None:
     """Compare sealed runs through the comparison notebook; record a sealed comparison run."""
     import yaml

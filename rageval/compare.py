@@ -226,22 +226,30 @@ def ordered(rankings: pd.DataFrame, config: RunConfig, level: str) -> pd.DataFra
 
 
 def recall_curve(
-    ranking: pd.DataFrame, qrels: Mapping[str, Mapping[str, int]], queries: Sequence[str], ks: Sequence[int]
+    ranking: pd.DataFrame,
+    qrels: Mapping[str, Mapping[str, int]],
+    queries: Sequence[str],
+    ks: Sequence[int],
+    relevance: int = 1,
 ) -> pd.Series:
-    """Mean recall at each k over ``queries`` (grade >= 1 is relevant), as ir-measures' ``R@k``."""
-    relevant = {q: {d for d, g in qrels.get(q, {}).items() if g > 0} for q in queries}
-    relevant = {q: docs for q, docs in relevant.items() if docs}
-    ks = np.asarray(sorted(ks))
-    if not relevant:
-        return pd.Series(np.nan, index=pd.Index(ks, name="k"), name="recall")
-    hits = ranking[ranking["query_id"].isin(relevant.keys())]
-    found = hits[[d in relevant[q] for q, d in zip(hits["query_id"], hits["doc_id"], strict=True)]]
-    totals = np.zeros(len(ks))
-    by_query = found.groupby("query_id")["rank"].apply(np.asarray)
-    for query, docs in relevant.items():
-        ranks = by_query.get(query, np.empty(0))
-        totals += np.searchsorted(np.sort(ranks), ks, side="right") / len(docs)
-    return pd.Series(totals / len(relevant), index=pd.Index(ks, name="k"), name="recall")
+    """Mean R@k over ``queries`` at each k, computed by :func:`rageval.metrics.evaluate` under the
+    metric contract (queries without a relevant item are not averaged). ``ranking`` is already in
+    its decided order (see :func:`ordered`)."""
+    from rageval.metrics import evaluate
+
+    ks = sorted({int(k) for k in ks})
+    index = pd.Index(ks, name="k")
+    judged = {q: qrels[q] for q in queries if q in qrels}
+    if not judged:
+        return pd.Series(np.nan, index=index, name="recall")
+    evaluation = evaluate(
+        ranking[ranking["query_id"].isin(judged.keys())],
+        judged,
+        [f"R@{k}" for k in ks],
+        ties="input-order",
+        relevance=relevance,
+    )
+    return pd.Series(evaluation.aggregates.to_numpy(), index=index, name="recall")
 
 
 def _snippet(text: str, width: int = 140) -> str:
@@ -540,7 +548,9 @@ def compare(
         level_ranking = ordered(run.rankings, config, level)
         chunk_ranking = run.rankings.sort_values(["query_id", "rank"], kind="stable")
         orders[label] = (level_ranking, chunk_ranking)
-        curve = recall_curve(level_ranking, inputs.judgments.qrels, list(scores[label].index), ks)
+        curve = recall_curve(
+            level_ranking, inputs.judgments.qrels, list(scores[label].index), ks, config.evaluation.relevance
+        )
         curves.append(curve.reset_index().assign(run=label))
     recall = pd.concat(curves, ignore_index=True)[["run", "k", "recall"]]
     diffs = diff_table(deltas, chosen[0], inputs.judgments, orders, baseline, top_n=top_n, depth=depth)

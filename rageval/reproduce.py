@@ -23,15 +23,19 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from rageval.benchmark import load_benchmark
+from rageval.config import config_from_yaml
 from rageval.errors import ReproductionError
+from rageval.retrieval.pipeline import stage_inputs
+from rageval.schema import StageConfig
+from rageval.stages import CONTEXT_STAGE
 from rageval.tracking import Tracker
 
 NEURAL_TYPES = {"dense", "rerank"}
@@ -80,20 +84,15 @@ def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return done
 
 
-def neural_stages(config: dict) -> set[str]:
-    """Stages whose scores come from a neural model, and every stage fed by one."""
+def neural_stages(stages: Sequence[StageConfig]) -> set[str]:
+    """Stages whose scores come from a neural model, every stage fed by one, and the context when
+    it is cut from such a stage's ranking. Inputs are wired as the pipeline wires them."""
     out: set[str] = set()
-    previous = None
-    for stage in config["retrieval"]["stages"]:
-        name = stage.get("name") or stage["type"]
-        inputs = stage.get("inputs")
-        if inputs is None:
-            inputs = [] if stage["type"] in ("bm25", "dense", "runfile", "plugin") else [previous]
-        if stage["type"] in NEURAL_TYPES or any(i in out for i in inputs):
-            out.add(name)
-        previous = name
-    if previous in out:
-        out.add("context")  # the context is cut from the final stage's ranking
+    for stage, inputs in zip(stages, stage_inputs(stages), strict=True):
+        if stage.type in NEURAL_TYPES or any(i in out for i in inputs):
+            out.add(stage.name)
+    if stages and stages[-1].name in out:
+        out.add(CONTEXT_STAGE)
     return out
 
 
@@ -148,8 +147,8 @@ def reproduce(
     with tempfile.TemporaryDirectory(prefix="rageval-reproduce-") as tmp:
         tmp_path = Path(tmp)
         config_text = tracker.download_sealed(run_id, "config.yaml", tmp_path / "original").read_text()
-        config = yaml.safe_load(config_text)
-        _check_benchmark(run_id, info.tags, config["benchmark"])
+        config = config_from_yaml(config_text)
+        _check_benchmark(run_id, info.tags, config.benchmark)
         worktree = tmp_path / "worktree"
         _git(repo, "worktree", "add", "--detach", str(worktree), commit)
         try:
@@ -166,7 +165,7 @@ def reproduce(
             _git(repo, "worktree", "remove", "--force", str(worktree), check=False)
 
     result = Reproduction(original=run_id, reproduction=new_run)
-    neural = neural_stages(config)
+    neural = neural_stages(config.retrieval.stages)
     try:
         before, after = (
             tracker.sealed_frame(run_id, "stage_rankings.parquet"),

@@ -14,6 +14,7 @@ from conftest import ROOT
 from rageval.errors import ReproductionError, TrackingError, VerificationError
 from rageval.reproduce import compare_rankings, neural_stages, reproduce
 from rageval.runner import execute_run
+from rageval.schema import RetrievalConfig
 from rageval.tracking import Tracker
 
 pytestmark = pytest.mark.e2e
@@ -101,7 +102,12 @@ def test_stage_comparison_reports_score_drift_of_neural_stages_only():
             ]
         }
     }
-    assert neural_stages(config) == {"dense", "fusion", "dedup", "context"}
+    assert neural_stages(RetrievalConfig.model_validate(config["retrieval"]).stages) == {
+        "dense",
+        "fusion",
+        "dedup",
+        "context",
+    }
     bm25, dense = compare_rankings(before, after, {"dense"})
     assert bm25.identical and bm25.deterministic
     assert not dense.identical and not dense.deterministic and dense.max_score_difference == pytest.approx(1e-5)
