@@ -17,11 +17,12 @@ from pathlib import Path
 import bm25s
 import Stemmer
 
-from rageval.benchmark import load_benchmark
-from rageval.chunking import chunk_corpus
-from rageval.config import load_config
-from rageval.importers import import_beir
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.importers import import_beir
+from rageval.benchmark.loading import load_benchmark
+from rageval.config.load import load_config
 from rageval.retrieval import BM25Stage, Corpus, Query
+from rageval.tracking.store import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +48,12 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="rageval-bench-"))
     folder = import_beir(args.beir, tmp / "bench", name=args.beir.name, version="bench", splits={args.split: "release"})
-    config = load_config(ROOT / "params" / "bm25.yaml", ["chunking.method=none", "retrieval.stages.0.candidates=100"],
-                         benchmark=folder, split="release")
+    config = load_config(
+        ROOT / "params" / "bm25.yaml",
+        ["chunking.method=none", "retrieval.stages.0.candidates=100"],
+        benchmark=folder,
+        split="release",
+    )
     stage_config = config.retrieval.stages[0]
     benchmark = load_benchmark(folder)
     chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
@@ -69,27 +74,37 @@ def main() -> int:
         for query in queries:
             tokens = bm25s.tokenize([query.text], return_ids=False, **opts)
             docs, scores = retriever.retrieve(tokens, k=k, show_progress=False)
-            out[query.query_id] = [(chunks[d].chunk_id, float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+            out[query.query_id] = [
+                (chunks[d].chunk_id, float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0
+            ]
         return out
 
     def ours_search(stage):
         return {q.query_id: [(h.chunk_id, h.score) for h in stage(q, None)] for q in queries}
 
     raw_index_s, raw = best_of(args.repeats, raw_index)
-    our_index_s, stage = best_of(args.repeats, lambda: BM25Stage(stage_config, Corpus(chunks, benchmark.documents)))  # no cache: both index afresh
+    our_index_s, stage = best_of(
+        args.repeats, lambda: BM25Stage(stage_config, Corpus(chunks, benchmark.documents))
+    )  # no cache: both index afresh
     raw_search_s, raw_hits = best_of(args.repeats, lambda: raw_search(raw))
     our_search_s, our_hits = best_of(args.repeats, lambda: ours_search(stage))
 
     # bm25s orders equal scores arbitrarily; rageval orders them by chunk ID: compare in that order.
     identical = all(sorted(raw_hits[q], key=lambda x: (-x[1], x[0])) == our_hits[q] for q in raw_hits)
-    print(f"index     raw bm25s {raw_index_s:8.3f} s   rageval {our_index_s:8.3f} s   ratio {our_index_s / raw_index_s:5.3f}")
-    print(f"retrieve  raw bm25s {raw_search_s:8.3f} s   rageval {our_search_s:8.3f} s   ratio {our_search_s / raw_search_s:5.3f}"
-          f"   ({1000 * our_search_s / len(queries):.2f} ms/query)")
+    print(
+        f"index     raw bm25s {raw_index_s:8.3f} s   rageval {our_index_s:8.3f} s   ratio {our_index_s / raw_index_s:5.3f}"
+    )
+    print(
+        f"retrieve  raw bm25s {raw_search_s:8.3f} s   rageval {our_search_s:8.3f} s   ratio {our_search_s / raw_search_s:5.3f}"
+        f"   ({1000 * our_search_s / len(queries):.2f} ms/query)"
+    )
     total_ratio = (our_index_s + our_search_s) / (raw_index_s + raw_search_s)
     search_ratio = our_search_s / raw_search_s
     passed = total_ratio <= 1.15 and search_ratio <= 1.15
-    print(f"index+retrieve ratio {total_ratio:5.3f}, retrieve alone {search_ratio:5.3f} (target <= 1.15 for both): "
-          f"{'PASS' if passed else 'FAIL'}")
+    print(
+        f"index+retrieve ratio {total_ratio:5.3f}, retrieve alone {search_ratio:5.3f} (target <= 1.15 for both): "
+        f"{'PASS' if passed else 'FAIL'}"
+    )
     print(f"identical rankings (ties by chunk ID): {identical}")
 
     if not args.skip_run:
@@ -98,11 +113,16 @@ def main() -> int:
 
 
 def end_to_end(folder: Path, tmp: Path) -> None:
-    from rageval.runner import execute_run
+    from rageval.workflows.run import execute_run
 
     started = time.perf_counter()
-    outcome = execute_run(ROOT / "params" / "bm25.yaml", overrides=["chunking.method=none"], benchmark=folder,
-                          split="release", tracking_uri=f"sqlite:///{tmp / 'mlruns' / 'mlflow.db'}")
+    outcome = execute_run(
+        ROOT / "params" / "bm25.yaml",
+        overrides=["chunking.method=none"],
+        benchmark=folder,
+        split="release",
+        tracker=Tracker(f"sqlite:///{tmp / 'mlruns' / 'mlflow.db'}"),
+    )
     total = time.perf_counter() - started
     m = outcome.metrics
     parts = {
@@ -119,7 +139,9 @@ def end_to_end(folder: Path, tmp: Path) -> None:
         print(f"  {name:<64} {seconds:7.2f} s")
     rest = outcome.seconds["notebook"] - sum(parts[p] for p in list(parts)[1:6])
     print(f"  {'notebook other (imports, displays, plot, shutdown)':<64} {rest:7.2f} s")
-    print(f"  {'overhead beyond retrieval + evaluation':<64} {total - parts['retrieval (index + queries)'] - parts['evaluation']:7.2f} s")
+    print(
+        f"  {'overhead beyond retrieval + evaluation':<64} {total - parts['retrieval (index + queries)'] - parts['evaluation']:7.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -27,16 +27,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rageval.benchmark import load_benchmark
-from rageval.cache import Cache
-from rageval.chunking import chunk_corpus
-from rageval.config import load_config
-from rageval.encoders import bi_encoder, resolve_model
-from rageval.experiment import run_experiment
-from rageval.importers import import_beir
-from rageval.metrics import evaluate
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.importers import import_beir
+from rageval.benchmark.loading import load_benchmark
+from rageval.config.load import load_config
+from rageval.evaluation import evaluate
+from rageval.experiment.run import run_experiment
 from rageval.retrieval import Corpus
+from rageval.retrieval.cache import Cache
 from rageval.retrieval.dense import document_embeddings
+from rageval.retrieval.encoders import bi_encoder, resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURES = ["nDCG@10", "R@100"]

@@ -108,7 +108,7 @@ def _timed(call):
 
 
 def _rageval(run, qrels, shuffled: bool):
-    from rageval.metrics import evaluate
+    from rageval.evaluation import evaluate
 
     if shuffled:  # untimed: the general path (one lexsort) instead of the grouped fast path
         run = run.sample(frac=1.0, random_state=1).reset_index(drop=True)

@@ -18,8 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rageval.sweep import load_sweep, run_sweep
-from rageval.tracking import Tracker
+from rageval.config.sweep import load_sweep
+from rageval.tracking.store import Tracker
+from rageval.workflows.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ("retrieval", "evaluation")  # the members' own work, as the issue counts it
@@ -28,7 +29,7 @@ COMPUTE = ("load", "chunking", "index", "retrieval", "evaluation")  # everything
 
 def measure(sweep: Path, workers: int, store: str) -> dict[str, float]:
     outcome = run_sweep(
-        sweep, workers=workers, tracking_uri=store, progress=io.StringIO(), experiment=f"overhead-{workers}"
+        sweep, workers=workers, tracker=Tracker(store), progress=io.StringIO(), experiment=f"overhead-{workers}"
     )
     outcome.check()
     tracker = Tracker(store)

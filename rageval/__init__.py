@@ -2,93 +2,142 @@
 
 Versioned benchmarks, retrieval configured as experiment variables, metrics equal to trec_eval's,
 parameterized notebooks and sealed, immutable MLflow runs.
+
+The public API is loaded lazily: ``import rageval`` imports none of numpy, pandas, mlflow or the
+retrieval libraries; each name is imported from its package on first use.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"  # keep equal to pyproject.toml
 
-from rageval.benchmark import Benchmark, load_benchmark, validate_benchmark
-from rageval.chunking import Chunk, chunk_corpus, chunk_document, chunk_qrels, config_hash
-from rageval.config import config_from_yaml, load_config
-from rageval.contract import CONTRACT, CONTRACT_DIGEST
-from rageval.errors import (
-    BenchmarkError,
-    ComparisonError,
-    ConfigError,
-    EvaluationError,
-    InputError,
-    MeasureError,
-    NotebookExecutionError,
-    ParameterError,
-    PolicyError,
-    Problem,
-    RagevalError,
-    ReproductionError,
-    RunSealedError,
-    SweepError,
-    TrackingError,
-    VerificationError,
-)
-from rageval.experiment import ExperimentResult, run_experiment
-from rageval.metrics import (
-    Abstention,
-    Evaluation,
-    Measure,
-    abstention,
-    evaluate,
-    measure_from_key,
-    metric_key,
-    parse_measure,
-    rollup_to_parent,
-    top_scores,
-)
-from rageval.schema import BenchmarkSpec, Case, ChunkingConfig, Document, Judgment, RunConfig
+# name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    # benchmark
+    "Benchmark": "rageval.benchmark.loading",
+    "load_benchmark": "rageval.benchmark.loading",
+    "validate_benchmark": "rageval.benchmark.loading",
+    "BenchmarkSpec": "rageval.benchmark.schema",
+    "Case": "rageval.benchmark.schema",
+    "ChunkingConfig": "rageval.benchmark.schema",
+    "Document": "rageval.benchmark.schema",
+    "Judgment": "rageval.benchmark.schema",
+    "Chunk": "rageval.benchmark.chunking",
+    "chunk_corpus": "rageval.benchmark.chunking",
+    "chunk_document": "rageval.benchmark.chunking",
+    "chunk_qrels": "rageval.benchmark.chunking",
+    "config_hash": "rageval.benchmark.chunking",
+    # configuration
+    "RunConfig": "rageval.config.schema",
+    "config_from_yaml": "rageval.config.load",
+    "load_config": "rageval.config.load",
+    # evaluation
+    "CONTRACT": "rageval.evaluation",
+    "CONTRACT_DIGEST": "rageval.evaluation",
+    "Abstention": "rageval.evaluation",
+    "Evaluation": "rageval.evaluation",
+    "Measure": "rageval.evaluation",
+    "abstention": "rageval.evaluation",
+    "evaluate": "rageval.evaluation",
+    "measure_from_key": "rageval.evaluation",
+    "metric_key": "rageval.evaluation",
+    "parse_measure": "rageval.evaluation",
+    "rollup_to_parent": "rageval.evaluation",
+    "top_scores": "rageval.evaluation",
+    # one configuration in process
+    "ExperimentResult": "rageval.experiment.run",
+    "run_experiment": "rageval.experiment.run",
+    # comparison and the gate
+    "Comparison": "rageval.analysis",
+    "compare": "rageval.analysis",
+    "Decision": "rageval.analysis",
+    "decide": "rageval.analysis",
+    "load_policy": "rageval.analysis",
+    # recording
+    "Tracker": "rageval.tracking.store",
+    "load_inputs": "rageval.workflows.readback",
+    # errors
+    **{
+        name: "rageval.errors"
+        for name in (
+            "BenchmarkError",
+            "ComparisonError",
+            "ConfigError",
+            "EvaluationError",
+            "InputError",
+            "MeasureError",
+            "NotebookExecutionError",
+            "ParameterError",
+            "PolicyError",
+            "Problem",
+            "RagevalError",
+            "ReproductionError",
+            "RunSealedError",
+            "SweepError",
+            "TrackingError",
+            "VerificationError",
+        )
+    },
+}
 
-__all__ = [
-    "Abstention",
-    "Benchmark",
-    "BenchmarkError",
-    "BenchmarkSpec",
-    "CONTRACT",
-    "CONTRACT_DIGEST",
-    "Case",
-    "Chunk",
-    "ChunkingConfig",
-    "ComparisonError",
-    "ConfigError",
-    "Document",
-    "Evaluation",
-    "EvaluationError",
-    "ExperimentResult",
-    "InputError",
-    "Judgment",
-    "Measure",
-    "MeasureError",
-    "NotebookExecutionError",
-    "ParameterError",
-    "PolicyError",
-    "Problem",
-    "RagevalError",
-    "ReproductionError",
-    "RunConfig",
-    "RunSealedError",
-    "SweepError",
-    "TrackingError",
-    "VerificationError",
-    "__version__",
-    "abstention",
-    "chunk_corpus",
-    "chunk_document",
-    "chunk_qrels",
-    "config_from_yaml",
-    "config_hash",
-    "evaluate",
-    "load_benchmark",
-    "load_config",
-    "measure_from_key",
-    "metric_key",
-    "parse_measure",
-    "rollup_to_parent",
-    "run_experiment",
-    "top_scores",
-    "validate_benchmark",
-]
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rageval' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time the names load on first use
+    from rageval.analysis import Comparison, Decision, compare, decide, load_policy
+    from rageval.benchmark.chunking import Chunk, chunk_corpus, chunk_document, chunk_qrels, config_hash
+    from rageval.benchmark.loading import Benchmark, load_benchmark, validate_benchmark
+    from rageval.benchmark.schema import BenchmarkSpec, Case, ChunkingConfig, Document, Judgment
+    from rageval.config.load import config_from_yaml, load_config
+    from rageval.config.schema import RunConfig
+    from rageval.errors import (
+        BenchmarkError,
+        ComparisonError,
+        ConfigError,
+        EvaluationError,
+        InputError,
+        MeasureError,
+        NotebookExecutionError,
+        ParameterError,
+        PolicyError,
+        Problem,
+        RagevalError,
+        ReproductionError,
+        RunSealedError,
+        SweepError,
+        TrackingError,
+        VerificationError,
+    )
+    from rageval.evaluation import (
+        CONTRACT,
+        CONTRACT_DIGEST,
+        Abstention,
+        Evaluation,
+        Measure,
+        abstention,
+        evaluate,
+        measure_from_key,
+        metric_key,
+        parse_measure,
+        rollup_to_parent,
+        top_scores,
+    )
+    from rageval.experiment.run import ExperimentResult, run_experiment
+    from rageval.tracking.store import Tracker
+    from rageval.workflows.readback import load_inputs

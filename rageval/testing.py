@@ -23,9 +23,9 @@ import math
 import numpy as np
 import pytest
 
-from rageval.chunking import chunk_corpus
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.schema import ChunkingConfig, Document
 from rageval.retrieval.base import Corpus, Hit, Query, Stage
-from rageval.schema import ChunkingConfig, Document
 
 CONTRACT_DOCUMENTS = [
     (

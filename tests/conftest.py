@@ -26,24 +26,61 @@ def shared(*parts: str) -> Path:
 
 
 DOCS = [
-    {"id": "alpha", "title": "Alpha", "text": "# Alpha\n\nAlpha retries the publish after a cache failure.\n\n## Limits\n\nAt most three retries."},
+    {
+        "id": "alpha",
+        "title": "Alpha",
+        "text": "# Alpha\n\nAlpha retries the publish after a cache failure.\n\n## Limits\n\nAt most three retries.",
+    },
     {"id": "beta", "title": "Beta", "text": "Beta explains webhooks and signing secrets.", "acl": ["security"]},
     {"id": "gamma", "title": "Gamma", "text": "Gamma is about billing plans and invoices."},
 ]
 CASES = [
-    {"queryId": "q1", "query": "publish retry cache", "corpusVersion": "tiny-1", "relevant": [{"documentId": "alpha", "grade": 3, "start": 9, "end": 57}], "slice": ["frequent"], "split": "dev"},
-    {"queryId": "q2", "query": "webhook signing", "corpusVersion": "tiny-1", "relevant": [{"documentId": "beta", "grade": 2}, {"documentId": "gamma", "grade": 0}], "slice": ["long-tail"], "split": "dev", "principal": ["security"]},
-    {"queryId": "q3", "query": "quantum teleport", "corpusVersion": "tiny-1", "relevant": [], "slice": ["unanswerable"], "split": "release"},
+    {
+        "queryId": "q1",
+        "query": "publish retry cache",
+        "corpusVersion": "tiny-1",
+        "relevant": [{"documentId": "alpha", "grade": 3, "start": 9, "end": 57}],
+        "slice": ["frequent"],
+        "split": "dev",
+    },
+    {
+        "queryId": "q2",
+        "query": "webhook signing",
+        "corpusVersion": "tiny-1",
+        "relevant": [{"documentId": "beta", "grade": 2}, {"documentId": "gamma", "grade": 0}],
+        "slice": ["long-tail"],
+        "split": "dev",
+        "principal": ["security"],
+    },
+    {
+        "queryId": "q3",
+        "query": "quantum teleport",
+        "corpusVersion": "tiny-1",
+        "relevant": [],
+        "slice": ["unanswerable"],
+        "split": "release",
+    },
 ]
 
 
-def write_tiny(root: Path, documents=DOCS, cases=CASES, spec_overrides=None, raw_docs: str | None = None, raw_cases: str | None = None) -> Path:
+def write_tiny(
+    root: Path,
+    documents=DOCS,
+    cases=CASES,
+    spec_overrides=None,
+    raw_docs: str | None = None,
+    raw_cases: str | None = None,
+) -> Path:
     """Write a small passage-unit benchmark and record its hashes (then tests may corrupt it)."""
-    from rageval.benchmark import hash_files
+    from rageval.benchmark.loading import hash_files
 
     root.mkdir(parents=True, exist_ok=True)
-    (root / "documents.jsonl").write_text(raw_docs if raw_docs is not None else "".join(json.dumps(d) + "\n" for d in documents))
-    (root / "cases.jsonl").write_text(raw_cases if raw_cases is not None else "".join(json.dumps(c) + "\n" for c in cases))
+    (root / "documents.jsonl").write_text(
+        raw_docs if raw_docs is not None else "".join(json.dumps(d) + "\n" for d in documents)
+    )
+    (root / "cases.jsonl").write_text(
+        raw_cases if raw_cases is not None else "".join(json.dumps(c) + "\n" for c in cases)
+    )
     spec = {
         "name": "tiny",
         "version": "1.0.0",

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rageval.agreement import agreement, cohen_kappa, fleiss_kappa, krippendorff_alpha_ordinal
+from rageval.evaluation.agreement import agreement, cohen_kappa, fleiss_kappa, krippendorff_alpha_ordinal
 
 # Two assessors, ten items, grades 0-3. They agree on items 1, 3, 4, 5, 7, 8, 10.
 ALICE = [3, 2, 0, 1, 0, 3, 2, 1, 0, 0]

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import CASES, DOCS, write_tiny
 
-from rageval.benchmark import load_benchmark, validate_benchmark
+from rageval.benchmark.loading import load_benchmark, validate_benchmark
 from rageval.errors import BenchmarkError
 
 

@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from rageval.cache import ENTRY, Cache
+from rageval.retrieval.cache import ENTRY, Cache
 
 KEY = {"corpus": "abc", "chunking": "def", "settings": {"k1": 0.9}}
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 from conftest import DEMO
 
-from rageval.benchmark import load_benchmark
-from rageval.chunking import chunk_corpus, chunk_document, chunk_qrels, config_hash, parent_of
-from rageval.schema import Case, ChunkingConfig, Document
+from rageval.benchmark.chunking import chunk_corpus, chunk_document, chunk_qrels, config_hash, parent_of
+from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.schema import Case, ChunkingConfig, Document
 
 CONFIG = ChunkingConfig(size=120, overlap=20)
 
@@ -45,9 +45,9 @@ def test_demo_corpus_chunks_identically_twice():
 
 CHILD = """
 import json, sys
-from rageval.benchmark import load_benchmark
-from rageval.chunking import chunk_corpus
-from rageval.schema import ChunkingConfig
+from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.schema import ChunkingConfig
 docs = load_benchmark(sys.argv[1]).documents.values()
 chunks = chunk_corpus(docs, ChunkingConfig(size=120, overlap=20))
 print(json.dumps([[c.chunk_id, c.parent_id, c.start, c.end] for c in chunks]))
@@ -56,7 +56,13 @@ print(json.dumps([[c.chunk_id, c.parent_id, c.start, c.end] for c in chunks]))
 
 def test_demo_corpus_chunks_identically_in_two_processes():
     outputs = [
-        subprocess.run([sys.executable, "-c", CHILD, str(DEMO)], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+        subprocess.run(
+            [sys.executable, "-c", CHILD, str(DEMO)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout
         for seed in ("1", "2")
     ]
     assert outputs[0] == outputs[1]
@@ -129,7 +135,10 @@ def test_span_judgments_become_chunk_judgments_by_overlap():
         query="restore",
         corpusVersion="v",
         split="dev",
-        relevant=[{"documentId": "runbook", "grade": 3, "start": start, "end": end}, {"documentId": "other", "grade": 1}],
+        relevant=[
+            {"documentId": "runbook", "grade": 3, "start": start, "end": end},
+            {"documentId": "other", "grade": 1},
+        ],
     )
     other = chunk_document(Document(id="other", title="", text="whole document judged"), CONFIG)
     qrels = chunk_qrels([case], chunks + other)["q"]

@@ -15,7 +15,23 @@ from typer.testing import CliRunner
 from rageval.cli import app
 
 runner = CliRunner()
-COMMANDS = ["benchmark", "metrics", "run", "verify", "runs", "export-run", "ui", "sweep", "compare", "gate", "diff-notebooks", "demo", "reproduce", "judge", "migrate-labels"]
+COMMANDS = [
+    "benchmark",
+    "metrics",
+    "run",
+    "verify",
+    "runs",
+    "export-run",
+    "ui",
+    "sweep",
+    "compare",
+    "gate",
+    "diff-notebooks",
+    "demo",
+    "reproduce",
+    "judge",
+    "migrate-labels",
+]
 
 
 def invoke(*args: str):
@@ -36,7 +52,11 @@ def test_console_script_help_lists_the_commands():
 
 
 def test_validate_reports_every_problem_and_exits_nonzero(tmp_path):
-    cases = [dict(CASES[0], corpusVersion="old"), dict(CASES[1], relevant=[{"documentId": "nope", "grade": 1}]), CASES[2]]
+    cases = [
+        dict(CASES[0], corpusVersion="old"),
+        dict(CASES[1], relevant=[{"documentId": "nope", "grade": 1}]),
+        CASES[2],
+    ]
     result = invoke("benchmark", "validate", write_tiny(tmp_path / "b", cases=cases))
     assert result.exit_code == 1
     assert "cases.jsonl:1: corpusVersion:" in result.output
@@ -68,8 +88,12 @@ def test_metrics_prints_trec_eval_lines_and_json(tmp_path):
     assert result.exit_code == 0, result.output
     lines = [line.split("\t") for line in result.stdout.splitlines()]
     assert [(m.strip(), q, v) for m, q, v in lines] == [
-        ("RR", "1", "0.5000"), ("RR", "2", "1.0000"), ("RR", "all", "0.7500"),
-        ("Hit@1", "1", "0.0000"), ("Hit@1", "2", "1.0000"), ("Hit@1", "all", "0.5000"),
+        ("RR", "1", "0.5000"),
+        ("RR", "2", "1.0000"),
+        ("RR", "all", "0.7500"),
+        ("Hit@1", "1", "0.0000"),
+        ("Hit@1", "2", "1.0000"),
+        ("Hit@1", "all", "0.5000"),
     ]
     payload = json.loads(invoke("metrics", qrels, run, "-m", "RR", "--format", "json").stdout)
     assert payload["aggregates"] == {"RR": 0.75} and payload["skipped"] == ["3"] and payload["num_q"] == 2
@@ -91,7 +115,10 @@ def test_metrics_keeps_the_first_of_a_duplicate_and_refuses_when_asked(tmp_path)
 def test_metrics_matches_trec_eval_on_its_suite():
     folder = shared("trec_eval")
     result = invoke("metrics", folder / "qrels.test", folder / "results.test", "-m", "P@10", "-m", "nDCG@100", "-q")
-    golden = {tuple(p.strip() for p in line.split("\t")[:2]): line.split("\t")[2] for line in (folder / "out.test.aq").read_text().splitlines()}
+    golden = {
+        tuple(p.strip() for p in line.split("\t")[:2]): line.split("\t")[2]
+        for line in (folder / "out.test.aq").read_text().splitlines()
+    }
     names = {"P@10": "P_10", "nDCG@100": "ndcg_cut_100"}
     for line in result.stdout.splitlines():
         measure, query, value = (p.strip() for p in line.split("\t"))
@@ -102,8 +129,22 @@ def test_metrics_matches_trec_eval_on_its_suite():
 def test_import_scifact_then_validate(tmp_path):
     source = shared("scifact")
     out = tmp_path / "scifact"
-    result = invoke("benchmark", "import", "beir", source, "--out", out, "--name", "scifact", "--version", "1",
-                    "--split", "train=dev", "--split", "test=release")
+    result = invoke(
+        "benchmark",
+        "import",
+        "beir",
+        source,
+        "--out",
+        out,
+        "--name",
+        "scifact",
+        "--version",
+        "1",
+        "--split",
+        "train=dev",
+        "--split",
+        "test=release",
+    )
     assert result.exit_code == 0, result.output
     assert "5183 documents" in result.output
     validated = invoke("benchmark", "validate", out)

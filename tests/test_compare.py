@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from rageval import compare as cmp
+from rageval import analysis as cmp
 from rageval.errors import ComparisonError
-from rageval.metrics import evaluate
-from rageval.tracking import RunInfo, Tracker
+from rageval.evaluation import evaluate
+from rageval.tracking.store import RunInfo, Tracker
+from rageval.workflows.readback import load_inputs
 
 BM25 = ROOT / "params" / "bm25.yaml"
 HASHES = {"rageval.hash.corpus": "c" * 64, "rageval.hash.cases": "d" * 64, "rageval.hash.qrels": "e" * 64}
@@ -48,10 +49,11 @@ def record_run(
     family: str | None = None,
 ) -> str:
     """A sealed evaluation run made in this process (the notebook-free path of ``rageval run``)."""
-    from rageval.benchmark import load_benchmark
-    from rageval.config import dump_config, load_config
-    from rageval.experiment import run_experiment
-    from rageval.runner import record_release_evaluation, run_params, run_tags
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.config.load import dump_config, load_config
+    from rageval.experiment.run import run_experiment
+    from rageval.workflows.guards import record_release_evaluation
+    from rageval.workflows.run import run_params, run_tags
 
     config = load_config(BM25, overrides, split=split)
     bench = load_benchmark(config.benchmark)
@@ -139,7 +141,7 @@ def test_holm_family_is_every_measure_and_slice_of_a_candidate():
     table = cmp.significance_table({"b": base, "c": cand}, "b", slices, ["x", "y"], resamples=500, samples=2000)
     block = table[table["run"] == "c"]
     assert len(block) == 6  # (all, even, odd) x (x, y)
-    from rageval.stats import holm
+    from rageval.evaluation.stats import holm
 
     assert block["p_holm"].to_numpy() == pytest.approx(holm(block["p_value"].to_numpy()))
 
@@ -221,7 +223,7 @@ def pair(store) -> tuple[str, str, str]:
 def test_compare_in_process_agrees_with_the_runs_metrics(pair):
     store, baseline, candidate = pair
     tracker = Tracker(store)
-    comparison = cmp.compare(cmp.load_inputs(tracker, baseline, [candidate]), resamples=1000, samples=2000)
+    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=1000, samples=2000)
     assert comparison.primary == "nDCG@10" and list(comparison.candidates) == ["three-candidates"]
     overall = comparison.overall.set_index(["run", "measure"])
     for run_id, label in ((baseline, "baseline"), (candidate, "three-candidates")):
@@ -243,36 +245,36 @@ def test_compare_in_process_agrees_with_the_runs_metrics(pair):
 
 
 def test_comparing_different_qrels_hashes_is_refused_before_any_run(pair, tmp_path):
-    from rageval.runner import execute_comparison
+    from rageval.workflows.compare import execute_comparison
 
     store, baseline, _ = pair
     other = record_run(store, tags={"rageval.hash.qrels": "0" * 64}, name="other-judgments")
     before = {r.run_id for r in Tracker(store).runs()}
     with pytest.raises(ComparisonError, match="qrels hash differs") as raised:
-        execute_comparison(baseline, [other], tracking_uri=store)
+        execute_comparison(baseline, [other], tracker=Tracker(store))
     assert "--allow-mismatch" in str(raised.value)
     assert {r.run_id for r in Tracker(store).runs()} == before
 
 
 def test_unsealed_runs_are_refused(pair):
-    from rageval.runner import execute_comparison
+    from rageval.workflows.compare import execute_comparison
 
     store, baseline, _ = pair
     tracker = Tracker(store)
     open_run = tracker.create_run("compare-tests", "open", params={}, tags={})
     with pytest.raises(ComparisonError, match="RUNNING and not sealed"):
-        execute_comparison(baseline, [open_run], tracking_uri=store)
+        execute_comparison(baseline, [open_run], tracker=Tracker(store))
 
 
 @pytest.mark.e2e
 def test_compare_logs_a_sealed_run_with_the_executed_notebook_and_figures(pair):
-    from rageval.runner import execute_comparison
+    from rageval.workflows.compare import execute_comparison
 
     store, baseline, candidate = pair
     outcome = execute_comparison(
         baseline,
         [candidate],
-        tracking_uri=store,
+        tracker=Tracker(store),
         notebook_parameters={"resamples": 1000, "samples": 2000},
         max_release_evaluations=1,
     )

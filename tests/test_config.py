@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from rageval.config import flatten, load_config
+from rageval.config.load import flatten, load_config
 from rageval.errors import ConfigError
 
 BM25 = ROOT / "params" / "bm25.yaml"
@@ -52,7 +52,11 @@ def test_overrides_are_applied_and_validated_naming_the_override():
     config = load_config(BM25, ["retrieval.stages.0.k1=1.2", "chunking.size=300", "evaluation.measures=[RR, nDCG@5]"])
     assert (config.retrieval.stages[0].k1, config.chunking.size) == (1.2, 300)
     assert config.evaluation.measures == ["RR", "nDCG@5"]
-    for override, field in (("chunking.sise=3", "chunking.sise"), ("final_k=abc", "final_k"), ("retrieval.stages.0.b=2", "retrieval.stages[0].b")):
+    for override, field in (
+        ("chunking.sise=3", "chunking.sise"),
+        ("final_k=abc", "final_k"),
+        ("retrieval.stages.0.b=2", "retrieval.stages[0].b"),
+    ):
         with pytest.raises(ConfigError) as raised:
             load_config(BM25, [override])
         (problem,) = raised.value.problems

@@ -9,12 +9,13 @@ import shutil
 import numpy as np
 import pytest
 
-from rageval.cache import Cache
-from rageval.chunking import chunk_corpus
-from rageval.encoders import bi_encoder, cross_encoder, resolve_model
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.schema import ChunkingConfig, Document
 from rageval.errors import ConfigError
 from rageval.retrieval import BM25Stage, Corpus, DenseStage, Hit, Query, RerankStage
-from rageval.schema import BM25Config, ChunkingConfig, DenseConfig, Document, RerankConfig
+from rageval.retrieval.cache import Cache
+from rageval.retrieval.encoders import bi_encoder, cross_encoder, resolve_model
+from rageval.retrieval.schema import BM25Config, DenseConfig, RerankConfig
 from rageval.testing import CONTRACT_DOCUMENTS, RetrieverContract
 
 pytest.importorskip("sentence_transformers")

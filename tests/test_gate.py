@@ -13,9 +13,9 @@ from conftest import ROOT
 from test_compare import record_run
 from typer.testing import CliRunner
 
+from rageval.analysis import GatePolicy, check_policy_against, decide, load_policy, require_release
 from rageval.errors import ComparisonError, PolicyError
-from rageval.gate import GatePolicy, check_policy_against, decide, load_policy, require_release
-from rageval.tracking import Tracker
+from rageval.tracking.store import Tracker
 
 POLICY = ROOT / "params" / "gates" / "release.yaml"
 M = "nDCG@10"
@@ -179,7 +179,7 @@ def release_runs(store):
 
 
 def test_the_release_counter_increases_and_warns_past_the_threshold(release_runs, store, tmp_path):
-    from rageval.runner import release_warnings
+    from rageval.workflows.guards import release_warnings
 
     tracker = Tracker(store)
     counts = [

@@ -11,17 +11,17 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-import typer
 from conftest import DEMO, ROOT, write_tiny
 from test_agreement import ALICE, ALPHA, BOB, COHEN, FLEISS
 from typer.testing import CliRunner
 
-from rageval.agreement import agreement
-from rageval.benchmark import load_benchmark
-from rageval.chunking import chunk_corpus, chunk_qrels, config_hash
+from rageval.benchmark.chunking import chunk_corpus, chunk_qrels, config_hash
+from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.migration import load_chunking
+from rageval.cli import app
 from rageval.errors import BenchmarkError
-from rageval.governance_cli import register
-from rageval.judging import (
+from rageval.evaluation.agreement import agreement
+from rageval.judging.pool import (
     SHEET_COLUMNS,
     adjudicate,
     import_sheets,
@@ -33,9 +33,8 @@ from rageval.judging import (
     write_labels,
     write_pool,
 )
-from rageval.migration import load_chunking
 from rageval.retrieval import BM25Stage, Corpus, Query
-from rageval.schema import BM25Config
+from rageval.retrieval.schema import BM25Config
 
 DAY = dt.date(2026, 11, 3)
 PARAMS = ROOT / "params" / "bm25.yaml"
@@ -359,9 +358,6 @@ def test_document_level_pool_skips_judged_documents(tmp_path):
 
 def test_cli_pool_import_agreement_adjudicate(setup, tmp_path):
     root, benchmark, chunking, chunks, rankings = setup
-    app, bench_app = typer.Typer(), typer.Typer()
-    app.add_typer(bench_app, name="benchmark")
-    register(app, bench_app)
     runner = CliRunner()
     rankings["bm25"].to_parquet(tmp_path / "bm25.parquet")
     pool_dir = tmp_path / "pool"
@@ -427,7 +423,7 @@ def test_cli_pool_import_agreement_adjudicate(setup, tmp_path):
 
 
 def test_cli_pool_reads_sealed_runs(setup, tmp_path, store):
-    from rageval.tracking import Tracker
+    from rageval.tracking.store import Tracker
 
     root, benchmark, chunking, chunks, rankings = setup
     tracker = Tracker(store)
@@ -445,9 +441,6 @@ def test_cli_pool_reads_sealed_runs(setup, tmp_path, store):
         run_ids.append(run_id)
     unsealed = tracker.create_run("judging", "unsealed", params=params, tags=tags)
 
-    app, bench_app = typer.Typer(), typer.Typer()
-    app.add_typer(bench_app, name="benchmark")
-    register(app, bench_app)
     runner = CliRunner()
     args = ["judge", "pool", "--depth", "3", "--tracking-uri", store]
     result = runner.invoke(app, [*args, "--runs", run_ids[0], "--runs", run_ids[1], "--out", str(tmp_path / "pool")])

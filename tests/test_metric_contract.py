@@ -9,17 +9,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import rageval.metrics as metrics
-from rageval.contract import (
+import rageval.evaluation.metrics as metrics
+from rageval.errors import ComparisonError, EvaluationError
+from rageval.evaluation import (
     CONTRACT,
     CONTRACT_DIGEST,
     RULES,
+    abstention,
     contract_differences,
     contract_record,
+    evaluate,
+    order_ranking,
     require_same_contract,
+    rollup_to_parent,
+    top_scores,
 )
-from rageval.errors import ComparisonError, EvaluationError
-from rageval.metrics import abstention, evaluate, order_ranking, rollup_to_parent, top_scores
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metric-contract.md"
 # Every version's digest: changing a rule's text without a new version fails here.

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rageval.errors import EvaluationError, MeasureError
-from rageval.metrics import evaluate, measure_from_key, metric_key, parse_measure, parse_measures
+from rageval.evaluation import evaluate, measure_from_key, metric_key, parse_measure, parse_measures
 
 
 def frame(rows):

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 from conftest import shared
 
-from rageval.metrics import evaluate
-from rageval.trec import read_qrels, read_run
+from rageval.benchmark.trec import read_qrels, read_run
+from rageval.evaluation import evaluate
 
 pytestmark = pytest.mark.realdata
 

@@ -6,16 +6,13 @@ import json
 import shutil
 
 import pytest
-import typer
 import yaml
 from conftest import DEMO, ROOT, write_tiny
 from typer.testing import CliRunner
 
-from rageval.benchmark import load_benchmark, write_hashes
-from rageval.chunking import chunk_corpus, chunk_qrels, config_hash
-from rageval.errors import BenchmarkError, ConfigError, EvaluationError
-from rageval.governance_cli import register
-from rageval.migration import (
+from rageval.benchmark.chunking import chunk_corpus, chunk_qrels, config_hash
+from rageval.benchmark.loading import load_benchmark, write_hashes
+from rageval.benchmark.migration import (
     chunk_labels,
     chunk_qrels_for,
     load_chunking,
@@ -24,8 +21,10 @@ from rageval.migration import (
     review_labels,
     review_path,
 )
-from rageval.schema import ChunkingConfig
-from rageval.versions import log_change, new_version
+from rageval.benchmark.schema import ChunkingConfig
+from rageval.benchmark.versions import log_change, new_version
+from rageval.cli import app
+from rageval.errors import BenchmarkError, ConfigError, EvaluationError
 
 A = ChunkingConfig(size=200, overlap=30)  # the chunking of params/bm25.yaml
 B = ChunkingConfig(size=100, overlap=0)
@@ -203,9 +202,6 @@ def test_load_chunking_from_params_or_snippet(tmp_path):
 
 
 def test_cli_migrate_and_review(demo, tmp_path):
-    app, bench_app = typer.Typer(), typer.Typer()
-    app.add_typer(bench_app, name="benchmark")
-    register(app, bench_app)
     runner = CliRunner()
     small = tmp_path / "b.yaml"
     small.write_text("size: 100\noverlap: 0\n")

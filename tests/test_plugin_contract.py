@@ -6,8 +6,8 @@ from __future__ import annotations
 from conftest import ROOT
 from plugins.keyword import KeywordOverlap
 
-from rageval.config import load_config
-from rageval.experiment import run_experiment
+from rageval.config.load import load_config
+from rageval.experiment.run import run_experiment
 from rageval.testing import RetrieverContract
 
 

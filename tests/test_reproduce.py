@@ -12,10 +12,10 @@ import pytest
 from conftest import ROOT
 
 from rageval.errors import ReproductionError, TrackingError, VerificationError
-from rageval.reproduce import compare_rankings, neural_stages, reproduce
-from rageval.runner import execute_run
-from rageval.schema import RetrievalConfig
-from rageval.tracking import Tracker
+from rageval.retrieval.schema import RetrievalConfig
+from rageval.tracking.store import Tracker
+from rageval.workflows.reproduce import compare_rankings, neural_stages, reproduce
+from rageval.workflows.run import execute_run
 
 pytestmark = pytest.mark.e2e
 
@@ -41,11 +41,11 @@ def project(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def bm25_run(project, store) -> str:
-    return execute_run(project / "params" / "bm25.yaml", tracking_uri=store).run_id
+    return execute_run(project / "params" / "bm25.yaml", tracker=Tracker(store)).run_id
 
 
 def test_a_bm25_run_reproduces_with_identical_rankings(bm25_run, project, store):
-    result = reproduce(bm25_run, store, repo=project)
+    result = reproduce(bm25_run, tracker=Tracker(store), repo=project)
     assert result.verdict == "identical" and result.reproduced
     assert [s.stage for s in result.stages] == ["bm25", "context"]
     assert all(s.identical and s.queries_changed == 0 and s.max_score_difference == 0.0 for s in result.stages)
@@ -66,11 +66,11 @@ def test_unsealed_and_tampered_runs_are_refused(bm25_run, store):
     tracker = Tracker(store)
     running = tracker.create_run("scratch", "unsealed", params={}, tags={})
     with pytest.raises(TrackingError, match="not sealed"):
-        reproduce(running, store)
-    tampered = execute_run(ROOT / "params" / "bm25.yaml", tracking_uri=store).run_id
+        reproduce(running, tracker=Tracker(store))
+    tampered = execute_run(ROOT / "params" / "bm25.yaml", tracker=Tracker(store)).run_id
     tracker.client.log_param(tampered, "injected", "1")  # behind rageval's back
     with pytest.raises(VerificationError, match="injected"):
-        reproduce(tampered, store)
+        reproduce(tampered, tracker=Tracker(store))
 
 
 def test_a_commit_the_repository_lacks_is_refused(bm25_run, store, tmp_path):
@@ -79,7 +79,7 @@ def test_a_commit_the_repository_lacks_is_refused(bm25_run, store, tmp_path):
     git(other, "init", "-q")
     git(other, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "--allow-empty", "-m", "x")
     with pytest.raises(ReproductionError, match="is not in the repository"):
-        reproduce(bm25_run, store, repo=other)
+        reproduce(bm25_run, tracker=Tracker(store), repo=other)
 
 
 def test_stage_comparison_reports_score_drift_of_neural_stages_only():
@@ -118,14 +118,14 @@ def test_a_run_from_a_dirty_tree_records_its_diff_and_reproduces_only_when_allow
     original = init.read_text()
     init.write_text(original + "\n# a local, uncommitted change\n")
     try:
-        run_id = execute_run(project / "params" / "bm25.yaml", tracking_uri=store).run_id
+        run_id = execute_run(project / "params" / "bm25.yaml", tracker=Tracker(store)).run_id
     finally:
         init.write_text(original)
     tracker = Tracker(store)
     assert tracker.run(run_id).tags["rageval.git.dirty"] == "true"
     with pytest.raises(ReproductionError, match="dirty working tree"):
-        reproduce(run_id, store, repo=project)
-    result = reproduce(run_id, store, repo=project, allow_dirty=True)
+        reproduce(run_id, tracker=Tracker(store), repo=project)
+    result = reproduce(run_id, tracker=Tracker(store), repo=project, allow_dirty=True)
     assert result.verdict == "identical"
     record = tracker.run(result.record)
     assert record.tags["rageval.reproduce.dirty"] == "true"

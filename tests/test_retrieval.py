@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 import Stemmer
 
-from rageval.chunking import chunk_corpus
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.schema import ChunkingConfig, Document
 from rageval.errors import EvaluationError
-from rageval.experiment import level_run
+from rageval.experiment.run import level_run
 from rageval.retrieval import BM25Stage, Corpus, Hit, Pipeline, Query
-from rageval.schema import BM25Config, ChunkingConfig, Document
+from rageval.retrieval.schema import BM25Config
 
 TEXTS = [
     "Publishing retries after a cache failure keep the revision tuple.",
@@ -32,8 +33,12 @@ def test_bm25_stage_ranks_exactly_as_raw_bm25s():
     raw = bm25s.BM25(k1=1.2, b=0.75)
     raw.index(bm25s.tokenize(TEXTS, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
     for query in ("cache publish", "secret rotation", "nightly backup restore"):
-        docs, scores = raw.retrieve(bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False), k=5, show_progress=False)
-        expected = sorted(((f"d{d}", float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0), key=lambda x: (-x[1], x[0]))
+        docs, scores = raw.retrieve(
+            bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False), k=5, show_progress=False
+        )
+        expected = sorted(
+            ((f"d{d}", float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0), key=lambda x: (-x[1], x[0])
+        )
         got = [(h.chunk_id.split("#")[0], h.score) for h in stage(Query("q", query))]
         assert [d for d, _ in got] == [d for d, _ in expected] and got
         assert [s for _, s in got] == pytest.approx([s for _, s in expected])
@@ -81,7 +86,12 @@ def test_document_level_keeps_each_parent_once_at_its_best_chunk():
         }
     )
     documents = level_run(rankings, "document")
-    assert documents.to_dict("list") == {"query_id": ["q", "q", "r"], "doc_id": ["a", "b", "b"], "score": [3.0, 1.0, 5.0], "rank": [1, 2, 1]}
+    assert documents.to_dict("list") == {
+        "query_id": ["q", "q", "r"],
+        "doc_id": ["a", "b", "b"],
+        "score": [3.0, 1.0, 5.0],
+        "rank": [1, 2, 1],
+    }
     assert level_run(rankings, "passage")["doc_id"].tolist() == ["a#h-1", "a#h-0", "b#h-0", "b#h-2"]
     with pytest.raises(EvaluationError, match="document, passage"):
         level_run(rankings, "sentence")

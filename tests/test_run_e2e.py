@@ -18,8 +18,8 @@ import yaml
 from conftest import DEMO, ROOT
 
 from rageval.errors import ConfigError, NotebookExecutionError, ParameterError
-from rageval.runner import execute_run
-from rageval.tracking import Tracker
+from rageval.tracking.store import Tracker
+from rageval.workflows.run import execute_run
 
 pytestmark = pytest.mark.e2e
 BM25 = ROOT / "params" / "bm25.yaml"
@@ -42,7 +42,7 @@ def notebook_with(tmp_path: Path, body: str) -> Path:
 @pytest.fixture(scope="module")
 def demo_runs(store):
     """The README's main job, twice with the same configuration."""
-    return [execute_run(BM25, tracking_uri=store) for _ in range(2)]
+    return [execute_run(BM25, tracker=Tracker(store)) for _ in range(2)]
 
 
 def test_the_baseline_ends_in_a_sealed_verified_run(demo_runs, store):
@@ -55,12 +55,28 @@ def test_the_baseline_ends_in_a_sealed_verified_run(demo_runs, store):
     assert info.metrics["queries_evaluated"] + info.metrics["queries_skipped"] == info.metrics["queries_total"]
     assert info.metrics["queries_skipped"] >= 1  # the demo's unanswerable cases
     assert info.params["measure.nDCG_at_10"] == "nDCG@10" and info.params["evaluation.ties"] == "docid-asc"
-    for tag in ("rageval.git.commit", "rageval.git.dirty", "rageval.version", "rageval.benchmark.name",
-                "rageval.benchmark.version", "rageval.benchmark.corpus_version", "rageval.hash.corpus",
-                "rageval.hash.cases", "rageval.hash.qrels", "rageval.chunking.hash", "rageval.split",
-                "rageval.python", "rageval.platform"):
+    for tag in (
+        "rageval.git.commit",
+        "rageval.git.dirty",
+        "rageval.version",
+        "rageval.benchmark.name",
+        "rageval.benchmark.version",
+        "rageval.benchmark.corpus_version",
+        "rageval.hash.corpus",
+        "rageval.hash.cases",
+        "rageval.hash.qrels",
+        "rageval.chunking.hash",
+        "rageval.split",
+        "rageval.python",
+        "rageval.platform",
+    ):
         assert info.tags.get(tag), tag
-    assert {"latency/bm25/p50_ms", "latency/bm25/p95_ms", "context_tokens_mean", "time_s/kernel_start"} <= info.metrics.keys()
+    assert {
+        "latency/bm25/p50_ms",
+        "latency/bm25/p95_ms",
+        "context_tokens_mean",
+        "time_s/kernel_start",
+    } <= info.metrics.keys()
     assert any(k.startswith("slice/") for k in info.metrics)
     run = tracker.client.get_run(outcome.run_id)
     (dataset,) = run.inputs.dataset_inputs
@@ -92,7 +108,7 @@ def test_a_notebook_exception_ends_failed_and_unsealed(tmp_path, store):
     notebook = notebook_with(tmp_path, "raise RuntimeError('boom in a cell')")
     before = runs_in(store)
     with pytest.raises(NotebookExecutionError, match="boom in a cell") as raised:
-        execute_run(BM25, tracking_uri=store, notebook=notebook)
+        execute_run(BM25, tracker=Tracker(store), notebook=notebook)
     (new,) = runs_in(store) - before
     assert raised.value.run_id == new
     info = Tracker(store).run(new)
@@ -104,21 +120,23 @@ def test_a_notebook_exception_ends_failed_and_unsealed(tmp_path, store):
 def test_bad_parameters_and_configs_fail_before_a_run_exists(tmp_path, store):
     before = runs_in(store)
     with pytest.raises(ParameterError, match="unknown notebook parameter"):
-        execute_run(BM25, tracking_uri=store, notebook_parameters={"colour": "red"})
+        execute_run(BM25, tracker=Tracker(store), notebook_parameters={"colour": "red"})
     with pytest.raises(ParameterError, match="run_id"):
         cell = nbformat.v4.new_code_cell("config_yaml = None\ntracking_uri = None", metadata={"tags": ["parameters"]})
-        nb = nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+        nb = nbformat.v4.new_notebook(
+            cells=[cell], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+        )
         path = tmp_path / "lacking.ipynb"
         nbformat.write(nb, path)
-        execute_run(BM25, tracking_uri=store, notebook=path)
+        execute_run(BM25, tracker=Tracker(store), notebook=path)
     with pytest.raises(ConfigError, match="unknown key"):
-        execute_run(BM25, tracking_uri=store, overrides=["retrieval.stages.0.k2=1"])
+        execute_run(BM25, tracker=Tracker(store), overrides=["retrieval.stages.0.k2=1"])
     bad = yaml.safe_load(BM25.read_text())
     bad["benchmark"] = str(DEMO)
     bad["evaluation"]["tie"] = "x"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(ConfigError, match="bad.yaml"):
-        execute_run(tmp_path / "bad.yaml", tracking_uri=store)
+        execute_run(tmp_path / "bad.yaml", tracker=Tracker(store))
     assert runs_in(store) == before
 
 
@@ -126,8 +144,12 @@ def test_a_killed_run_leaves_no_sealed_run(tmp_path, store):
     notebook = notebook_with(tmp_path, "import time\ntime.sleep(120)")
     before = runs_in(store)
     exe = Path(sys.executable).parent / "rageval"
-    process = subprocess.Popen([str(exe), "run", str(BM25), "--tracking-uri", store, "--notebook", str(notebook)],
-                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [str(exe), "run", str(BM25), "--tracking-uri", store, "--notebook", str(notebook)],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.time() + 90
         new: set[str] = set()
@@ -155,8 +177,12 @@ def free_port() -> int:
 def test_the_ui_answers_on_loopback_and_lists_the_run(demo_runs, store):
     port = free_port()
     exe = Path(sys.executable).parent / "rageval"
-    server = subprocess.Popen([str(exe), "ui", "--port", str(port), "--tracking-uri", store],
-                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(exe), "ui", "--port", str(port), "--tracking-uri", store],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={demo_runs[0].run_id}"
         deadline, body = time.time() + 90, None
@@ -180,7 +206,12 @@ def test_parallel_runs_on_a_new_store_do_not_clash_or_warn(tmp_path):
     store = f"sqlite:///{tmp_path / 'parallel' / 'mlflow.db'}"
     exe = Path(sys.executable).parent / "rageval"
     processes = [
-        subprocess.Popen([str(exe), "run", str(BM25), "--tracking-uri", store], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [str(exe), "run", str(BM25), "--tracking-uri", store],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     outputs = [p.communicate(timeout=240) for p in processes]
@@ -195,8 +226,8 @@ def test_parallel_runs_on_a_new_store_do_not_clash_or_warn(tmp_path):
 def test_a_sealed_run_exports_as_a_trec_run(demo_runs, store, tmp_path):
     from typer.testing import CliRunner
 
+    from rageval.benchmark.trec import read_run
     from rageval.cli import app
-    from rageval.trec import read_run
 
     out = tmp_path / "run.txt"
     result = CliRunner().invoke(app, ["export-run", demo_runs[0].run_id, "--out", str(out), "--tracking-uri", store])

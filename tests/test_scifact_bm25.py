@@ -5,15 +5,17 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, shared
 
-from rageval.config import load_config
-from rageval.experiment import run_experiment
-from rageval.importers import import_beir
+from rageval.benchmark.importers import import_beir
+from rageval.config.load import load_config
+from rageval.experiment.run import run_experiment
 
 pytestmark = pytest.mark.realdata
 
 
 def test_bm25_on_scifact_release_is_in_the_published_range(tmp_path):
-    folder = import_beir(shared("scifact"), tmp_path / "scifact", name="scifact", version="1", splits={"train": "dev", "test": "release"})
+    folder = import_beir(
+        shared("scifact"), tmp_path / "scifact", name="scifact", version="1", splits={"train": "dev", "test": "release"}
+    )
     config = load_config(
         ROOT / "params" / "bm25.yaml",
         ["chunking.method=none", "retrieval.stages.0.candidates=1000", "evaluation.measures=[nDCG@10, R@100]"],

@@ -10,13 +10,14 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from rageval.chunking import chunk_corpus
-from rageval.config import load_config
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.schema import ChunkingConfig, Document
+from rageval.config.load import load_config
 from rageval.errors import ConfigError, InputError
-from rageval.experiment import run_experiment
+from rageval.experiment.run import run_experiment
+from rageval.experiment.stages import evidence_trail, overlap_ratio
 from rageval.retrieval import Corpus, DedupStage, FilterStage, FusionStage, Hit, Query, RunFileStage
-from rageval.schema import ChunkingConfig, DedupConfig, Document, FilterConfig, FusionConfig, RunFileConfig
-from rageval.stages import evidence_trail, overlap_ratio
+from rageval.retrieval.schema import DedupConfig, FilterConfig, FusionConfig, RunFileConfig
 
 DOCS = [
     Document(id="w", title="", text="public text about webhooks"),

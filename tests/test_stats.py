@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rageval.stats import bootstrap_ci, holm, paired_randomization, win_tie_loss
+from rageval.evaluation.stats import bootstrap_ci, holm, paired_randomization, win_tie_loss
 
 
 def test_holm_on_four_p_values_by_hand():

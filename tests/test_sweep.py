@@ -16,9 +16,10 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from rageval.config.sweep import SweepConfig, expand, load_sweep
 from rageval.errors import ConfigError, SweepError
-from rageval.sweep import Progress, SweepConfig, expand, load_sweep, run_sweep
-from rageval.tracking import Tracker
+from rageval.tracking.store import Tracker
+from rageval.workflows.sweep import Progress, run_sweep
 
 BM25 = ROOT / "params" / "bm25.yaml"
 
@@ -119,7 +120,7 @@ def test_a_sweep_on_release_needs_release(tmp_path, store):
     path = sweep_file(tmp_path, split="release", variants=[{"name": "base", "set": {}}])
     before = {r.run_id for r in Tracker(store).runs()}
     with pytest.raises(ConfigError) as raised:
-        run_sweep(path, tracking_uri=store)
+        run_sweep(path, tracker=Tracker(store))
     (problem,) = raised.value.problems
     assert problem.field == "split" and problem.line == 4 and "frozen 'release' split" in problem.message
     assert "pass --release" in problem.fix
@@ -174,7 +175,7 @@ def release_sweep(tmp_path_factory, store):
     )
     progress = io.StringIO()
     outcome = run_sweep(
-        path, release=True, tracking_uri=store, experiment="sweep-tests", notebook=notebook, progress=progress
+        path, release=True, tracker=Tracker(store), experiment="sweep-tests", notebook=notebook, progress=progress
     )
     return outcome, progress.getvalue()
 
@@ -243,7 +244,7 @@ def test_an_interrupted_sweep_kills_running_members_and_never_starts_the_rest(tm
     killer.start()
     outcome = run_sweep(
         path,
-        tracking_uri=store,
+        tracker=Tracker(store),
         experiment="sweep-tests",
         notebook=notebook,
         progress=io.StringIO(),

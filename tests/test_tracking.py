@@ -10,10 +10,10 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from rageval.config import load_config
+from rageval.config.load import load_config
 from rageval.errors import RunSealedError, TrackingError, VerificationError
-from rageval.experiment import run_experiment
-from rageval.tracking import SEAL_TAG, Tracker, metric_names
+from rageval.experiment.run import run_experiment
+from rageval.tracking.store import SEAL_TAG, Tracker, metric_names
 
 
 @pytest.fixture
@@ -27,7 +27,9 @@ def result(tiny, tmp_path):
 
 def sealed_run(store, result) -> tuple[Tracker, str]:
     tracker = Tracker(store)
-    run_id = tracker.create_run("tracking-tests", "tiny", params={"a": 1}, tags={"rageval.split": "dev"}, files={"config.yaml": b"x: 1\n"})
+    run_id = tracker.create_run(
+        "tracking-tests", "tiny", params={"a": 1}, tags={"rageval.split": "dev"}, files={"config.yaml": b"x: 1\n"}
+    )
     tracker.log_result(run_id, result)
     tracker.seal(run_id)
     return tracker, run_id
@@ -48,7 +50,9 @@ def test_a_sealed_run_verifies_and_records_its_result(store, result):
     rankings = tracker.rankings(run_id)
     assert list(rankings.columns) == ["query_id", "rank", "chunk_id", "parent_id", "score", "stage"]
     manifest = json.loads(artifact_file(tracker, run_id, "manifest.json").read_text())
-    assert {"rankings.parquet", "per_query_metrics.parquet", "failures.json", "config.yaml", "metrics.json"} <= set(manifest["artifacts"])
+    assert {"rankings.parquet", "per_query_metrics.parquet", "failures.json", "config.yaml", "metrics.json"} <= set(
+        manifest["artifacts"]
+    )
 
 
 def test_logging_into_a_sealed_run_is_refused(store, result):
@@ -85,8 +89,12 @@ def test_changes_made_behind_rageval_are_named(store, result):
     tracker.client.set_tag(run_id, "rageval.split", "release")
     (artifact_file(tracker, run_id, "config.yaml")).unlink()
     changes = "\n".join(tracker.verify(run_id))
-    for expected in ("metric 'nDCG_at_10': value changed", "metric 'invented' was added after sealing",
-                     "tag 'rageval.split': value changed", "artifact 'config.yaml' was removed"):
+    for expected in (
+        "metric 'nDCG_at_10': value changed",
+        "metric 'invented' was added after sealing",
+        "tag 'rageval.split': value changed",
+        "artifact 'config.yaml' was removed",
+    ):
         assert expected in changes
 
 
@@ -115,7 +123,7 @@ def test_a_failed_run_is_never_a_result(store, result, tmp_path):
 
 def test_default_store_is_absolute_inside_the_project(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    tracker_uri = __import__("rageval.tracking", fromlist=["resolve_tracking_uri"]).resolve_tracking_uri()
+    tracker_uri = __import__("rageval.tracking.store", fromlist=["resolve_tracking_uri"]).resolve_tracking_uri()
     assert tracker_uri == f"sqlite:///{ROOT / 'mlruns' / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
-    assert __import__("rageval.tracking", fromlist=["x"]).resolve_tracking_uri() == "http://127.0.0.1:9"
+    assert __import__("rageval.tracking.store", fromlist=["x"]).resolve_tracking_uri() == "http://127.0.0.1:9"

@@ -7,15 +7,15 @@ import json
 import shutil
 
 import pytest
-import typer
 import yaml
 from conftest import DEMO
 from typer.testing import CliRunner
 
-from rageval.benchmark import load_benchmark, sha256_file, validate_benchmark, write_hashes
+from rageval.benchmark.loading import load_benchmark, validate_benchmark, write_hashes
+from rageval.benchmark.versions import log_change, new_version, next_version
+from rageval.cli import app
 from rageval.errors import BenchmarkError
-from rageval.governance_cli import register
-from rageval.versions import log_change, new_version, next_version
+from rageval.hashing import sha256_file
 
 DAY = dt.date(2026, 11, 3)
 
@@ -156,9 +156,6 @@ def test_a_changed_or_missing_predecessor_is_refused(demo):
 
 
 def test_cli_new_version_and_log_change(demo):
-    app, bench_app = typer.Typer(), typer.Typer()
-    app.add_typer(bench_app, name="benchmark")
-    register(app, bench_app)
     runner = CliRunner()
     out = demo.parent / "v2"
     result = runner.invoke(app, ["benchmark", "new-version", str(demo), "--version", "2.0.0", "--out", str(out)])

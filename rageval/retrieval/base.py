@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from rageval.cache import Cache
-    from rageval.chunking import Chunk
-    from rageval.schema import Document
+    from rageval.benchmark.chunking import Chunk
+    from rageval.benchmark.schema import Document
+    from rageval.retrieval.cache import Cache
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 
 from rageval.retrieval.base import Corpus, Hit, Query
-from rageval.schema import DedupConfig
+from rageval.retrieval.schema import DedupConfig
 
 _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")

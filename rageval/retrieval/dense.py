@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rageval import encoders
 from rageval.errors import ConfigError, Problem
+from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query, top_hits
-from rageval.schema import DenseConfig
+from rageval.retrieval.schema import DenseConfig
 
 EMBEDDINGS_VERSION = "rageval-embeddings/1"
 EMBEDDINGS_FILE = "embeddings.npy"

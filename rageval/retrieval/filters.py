@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from rageval.benchmark.schema import Document
 from rageval.retrieval.base import Corpus, Hit, Query
-from rageval.schema import Document, FilterConfig
+from rageval.retrieval.schema import FilterConfig
 
 
 def visible(document: Document, principal: Iterable[str] | None) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rageval.retrieval.base import Corpus, Hit, Query
-from rageval.schema import FusionConfig
+from rageval.retrieval.schema import FusionConfig
 
 
 def rrf(rankings: Sequence[list[Hit]], weights: Sequence[float], rank_constant: float) -> dict[str, float]:

@@ -9,7 +9,7 @@ import bm25s
 import numpy as np
 
 from rageval.retrieval.base import Corpus, Hit, Query
-from rageval.schema import BM25Config
+from rageval.retrieval.schema import BM25Config
 
 INDEX_VERSION = "rageval-bm25-index/1"
 

@@ -2,7 +2,7 @@
 
 Stages run in the configured order; each consumes the outputs of the stages its config names
 (``inputs``). A stage that raises fails that query only. Every stage's ranking is kept, so each can
-be measured on its own (see :mod:`rageval.stages`), with its latency per query and the latency of
+be measured on its own (see :mod:`rageval.experiment.stages`), with its latency per query and the latency of
 its steps (``dense:embed``, ``dense:search`` …).
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rageval import encoders
+from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query, Stage
 from rageval.retrieval.dedup import DedupStage
 from rageval.retrieval.dense import DenseStage
@@ -25,7 +25,7 @@ from rageval.retrieval.lexical import BM25Stage
 from rageval.retrieval.plugin import build_plugin, is_retriever
 from rageval.retrieval.rerank import RerankStage
 from rageval.retrieval.runfile import RunFileStage
-from rageval.schema import RETRIEVER_TYPES, StageConfig
+from rageval.retrieval.schema import RETRIEVER_TYPES, StageConfig
 
 # The registry: a config's ``type`` → the class (or factory) that builds the stage.
 STAGES: dict[str, Callable[..., Stage]] = {

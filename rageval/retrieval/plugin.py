@@ -12,7 +12,7 @@ import importlib
 
 from rageval.errors import ConfigError, Problem
 from rageval.retrieval.base import Corpus, Stage
-from rageval.schema import PluginConfig
+from rageval.retrieval.schema import PluginConfig
 
 
 def load_entrypoint(entrypoint: str) -> type:

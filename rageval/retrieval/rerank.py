@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rageval import encoders
+from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.dense import document_embeddings
-from rageval.schema import DenseConfig, RerankConfig
+from rageval.retrieval.schema import DenseConfig, RerankConfig
 
 
 class RerankStage:

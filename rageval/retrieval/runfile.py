@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from rageval.benchmark.trec import read_run
 from rageval.errors import InputError, Problem
 from rageval.retrieval.base import Corpus, Hit, Query
-from rageval.schema import RunFileConfig
-from rageval.trec import read_run
+from rageval.retrieval.schema import RunFileConfig
 
 
 def read_run_file(path: Path, form: str) -> pd.DataFrame:

@@ -1,0 +1,270 @@
+"""Chunkers with stable chunk IDs, and span judgments turned into chunk judgments.
+
+A chunk ID is ``{parent id}#{config hash}-{position}``: a pure function of the parent document
+ID, the chunking configuration and the chunk's position, so it is the same on every run and
+machine, and the parent is always recoverable. Chunk offsets are character offsets into the
+parent's text.
+
+The markdown chunker cuts a document's token sequence into windows of at most ``size`` tokens
+(``overlap`` tokens repeated, except across a heading), preferring to end a window, in this order, at a heading, at the end
+of a block (paragraph, list, table, code block), at a line end. With ``code_blocks``/``tables`` set
+to ``atomic`` no window ends inside such a block unless the block alone exceeds ``size``; then it is
+cut at line ends. With ``headings`` the title and the heading path above a chunk are prefixed to
+its indexed text (not to its offsets).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rageval.benchmark.schema import Case, ChunkingConfig, Document
+from rageval.benchmark.tokenizers import get_tokenizer
+
+ALGORITHM = "rageval-chunking/1"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    chunk_id: str
+    parent_id: str
+    position: int
+    start: int
+    end: int
+    text: str
+    headings: tuple[str, ...]
+    index_text: str
+    tokens: int
+
+
+def config_hash(config: ChunkingConfig) -> str:
+    """12 hex digits identifying the chunking configuration and algorithm version."""
+    payload = json.dumps({"algorithm": ALGORITHM, **config.model_dump(mode="json")}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def chunk_id(parent_id: str, config_digest: str, position: int) -> str:
+    return f"{parent_id}#{config_digest}-{position}"
+
+
+def parent_of(chunk_id_: str) -> str:
+    return chunk_id_.rsplit("#", 1)[0]
+
+
+# --------------------------------------------------------------------------- markdown blocks
+
+_FENCE = re.compile(r"^(```|~~~)")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+@dataclass(frozen=True)
+class _Block:
+    start: int
+    end: int
+    kind: str  # heading | paragraph | code | table
+    level: int = 0
+    title: str = ""
+
+
+def _blocks(text: str) -> list[_Block]:
+    """Split markdown into blocks with character offsets; headings inside code fences are code."""
+    blocks: list[_Block] = []
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip("\r\n")
+        start = offsets[i]
+        if not line.strip():
+            i += 1
+            continue
+        fence = _FENCE.match(line.lstrip())
+        if fence:
+            j = i + 1
+            while j < len(lines) and not lines[j].lstrip().startswith(fence.group(1)):
+                j += 1
+            j = min(j + 1, len(lines))
+            blocks.append(_Block(start, offsets[j], "code"))
+            i = j
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            blocks.append(_Block(start, offsets[i + 1], "heading", len(heading.group(1)), heading.group(2)))
+            i += 1
+            continue
+        kind = "table" if line.lstrip().startswith("|") else "paragraph"
+        j = i + 1
+        while j < len(lines):
+            nxt = lines[j].rstrip("\r\n")
+            if not nxt.strip() or _FENCE.match(nxt.lstrip()) or _HEADING.match(nxt):
+                break
+            if (kind == "table") != nxt.lstrip().startswith("|"):
+                break
+            j += 1
+        blocks.append(_Block(start, offsets[j], kind))
+        i = j
+    return blocks
+
+
+def _heading_path(blocks: list[_Block], start: int) -> tuple[str, ...]:
+    """Headings above a chunk starting at ``start``; a heading the chunk begins with is its text."""
+    path: list[tuple[int, str]] = []
+    for block in blocks:
+        if block.start > start:
+            break
+        if block.kind == "heading":
+            path = [(lvl, t) for lvl, t in path if lvl < block.level]
+            if block.start < start:
+                path.append((block.level, block.title))
+    return tuple(title for _, title in path)
+
+
+# --------------------------------------------------------------------------- chunking
+
+
+def chunk_document(document: Document, config: ChunkingConfig, digest: str | None = None) -> list[Chunk]:
+    """Cut one document into chunks under ``config``."""
+    digest = digest or config_hash(config)
+    text = document.text
+    spans = get_tokenizer(config.tokenizer)(text)
+    if config.method == "none" or not spans:
+        return [_make_chunk(document, config, digest, 0, 0, len(text), (), tokens=len(spans))]
+
+    blocks = _blocks(text)
+    windows = _windows(text, spans, blocks, config)
+    chunks = []
+    for position, (first, last) in enumerate(windows):
+        start, end = spans[first][0], spans[last - 1][1]
+        headings = _heading_path(blocks, start) if config.headings else ()
+        chunks.append(_make_chunk(document, config, digest, position, start, end, headings, tokens=last - first))
+    return chunks
+
+
+def _make_chunk(
+    document: Document,
+    config: ChunkingConfig,
+    digest: str,
+    position: int,
+    start: int,
+    end: int,
+    headings: tuple[str, ...],
+    tokens: int,
+) -> Chunk:
+    body = document.text[start:end]
+    prefix = [document.title, *headings] if config.headings else []
+    prefix = [p for p in prefix if p]
+    index_text = (" > ".join(prefix) + "\n" + body) if prefix else body
+    return Chunk(
+        chunk_id=chunk_id(document.id, digest, position),
+        parent_id=document.id,
+        position=position,
+        start=start,
+        end=end,
+        text=body,
+        headings=headings,
+        index_text=index_text,
+        tokens=tokens,
+    )
+
+
+def _windows(
+    text: str, spans: list[tuple[int, int]], blocks: list[_Block], config: ChunkingConfig
+) -> list[tuple[int, int]]:
+    """Token windows ``[first, last)`` covering every token."""
+    starts = [s for s, _ in spans]
+    n = len(spans)
+
+    def token_at(offset: int) -> int:
+        return bisect.bisect_left(starts, offset)
+
+    atomic_kinds = {k for k, rule in (("code", config.code_blocks), ("table", config.tables)) if rule == "atomic"}
+    heading_breaks: set[int] = set()
+    block_breaks: set[int] = set()
+    inside_atomic: set[int] = set()  # token indices where a window must not end (unless forced)
+    atomic_ranges: list[tuple[int, int]] = []
+    for block in blocks:
+        first, last = token_at(block.start), token_at(block.end)
+        if first >= last:
+            continue
+        (heading_breaks if block.kind == "heading" else block_breaks).add(first)
+        if block.kind in atomic_kinds and last - first <= config.size:
+            inside_atomic.update(range(first + 1, last))
+            atomic_ranges.append((first, last))
+    line_breaks = {token_at(m.end()) for m in re.finditer(r"\n", text)}
+    block_breaks.add(n)
+
+    min_fill = max(1, config.size // 2)
+
+    def window_end(first: int) -> int:
+        limit = min(first + config.size, n)
+        # Where the rest of the document fits, still end at a section heading if there is one.
+        for candidates in (heading_breaks,) if limit == n else (heading_breaks, block_breaks, line_breaks):
+            options = [t for t in candidates if first + min_fill <= t <= limit and t not in inside_atomic]
+            if options:
+                return max(options)
+        if limit == n:
+            return n
+        # No natural break in the second half of the window: cut at the size limit, unless that
+        # lands inside an atomic block, then at the last break before it.
+        if limit in inside_atomic:
+            options = [
+                t for t in line_breaks | block_breaks | heading_breaks if first < t < limit and t not in inside_atomic
+            ]
+            return max(options) if options else limit
+        return limit
+
+    windows: list[tuple[int, int]] = []
+    first = 0
+    while first < n:
+        last = window_end(first)
+        if windows and last <= windows[-1][1]:
+            # The overlap left no room for new text (an atomic block ahead): drop the overlap.
+            first = windows[-1][1]
+            last = window_end(first)
+        windows.append((first, last))
+        if last >= n:
+            break
+        # Overlap repeats the end of the previous window, but never across a section heading.
+        nxt = last if last in heading_breaks else max(last - config.overlap, first + 1)
+        for a_first, a_last in atomic_ranges:
+            # Do not start a window inside an atomic block: start at its beginning instead.
+            if a_first < nxt < a_last and a_first > first:
+                nxt = a_first
+        first = nxt
+    return windows
+
+
+def chunk_corpus(documents: Iterable[Document], config: ChunkingConfig) -> list[Chunk]:
+    """Chunk every document; chunks come out in document order, then position order."""
+    digest = config_hash(config)
+    return [chunk for document in documents for chunk in chunk_document(document, config, digest)]
+
+
+# --------------------------------------------------------------------------- judgments
+
+
+def chunk_qrels(cases: Iterable[Case], chunks: Iterable[Chunk]) -> dict[str, dict[str, int]]:
+    """Chunk-level qrels from span judgments, by character overlap.
+
+    A chunk takes the highest grade among the judged spans of its parent that it overlaps by at
+    least one character; a judgment without a span covers its whole document.
+    """
+    by_parent: dict[str, list[Chunk]] = {}
+    for chunk in chunks:
+        by_parent.setdefault(chunk.parent_id, []).append(chunk)
+    out: dict[str, dict[str, int]] = {}
+    for case in cases:
+        grades: dict[str, int] = {}
+        for judgment in case.relevant:
+            for chunk in by_parent.get(judgment.documentId, []):
+                if judgment.has_span and not (chunk.start < judgment.end and judgment.start < chunk.end):
+                    continue
+                grades[chunk.chunk_id] = max(judgment.grade, grades.get(chunk.chunk_id, judgment.grade))
+        out[case.queryId] = grades
+    return out

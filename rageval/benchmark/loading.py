@@ -1,0 +1,538 @@
+"""A versioned benchmark on disk: load, validate and hash it.
+
+A benchmark is a folder holding ``benchmark.yaml``, ``documents.jsonl`` (the corpus snapshot) and
+``cases.jsonl`` (queries with graded judgments). ``benchmark.yaml`` names the corpus version the
+judgments were made against and the sha256 of every file, so a run can refuse judgments that do
+not match its corpus. Validation reports every problem at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rageval.benchmark.chunking import config_hash
+from rageval.benchmark.schema import (
+    BENCHMARK_FILE,
+    CASES_FILE,
+    DEFAULT_RUBRIC,
+    DOCUMENTS_FILE,
+    JUDGMENT_NOTES_FILE,
+    BenchmarkSpec,
+    Case,
+    ChunkingConfig,
+    Document,
+)
+from rageval.errors import BenchmarkError, Problem
+from rageval.hashing import sha256_file, sha256_text
+from rageval.io import read_jsonl, read_yaml
+from rageval.validation import problems_from_validation
+
+DATA_FILES = (DOCUMENTS_FILE, CASES_FILE)
+# Hashed like the data files where present: written by `rageval judge adjudicate`.
+OPTIONAL_FILES = (JUDGMENT_NOTES_FILE,)
+HASH_FIX = (
+    "files are immutable once a version is published: restore the file, or publish the change as "
+    "a new version (bump `version`, then run `rageval benchmark hash PATH --write`)"
+)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A validated benchmark. Build it with :func:`load_benchmark`."""
+
+    path: Path
+    spec: BenchmarkSpec
+    documents: dict[str, Document]
+    cases: tuple[Case, ...]
+    file_hashes: dict[str, str] = field(default_factory=dict)
+
+    def cases_for(self, split: str | None) -> list[Case]:
+        """Cases of one split (all cases for ``None``)."""
+        if split is None:
+            return list(self.cases)
+        if split not in self.spec.splits:
+            raise BenchmarkError(
+                Problem(
+                    file=str(self.path / BENCHMARK_FILE),
+                    field="splits",
+                    message=f"split '{split}' is not declared (splits: {', '.join(self.spec.splits)})",
+                    fix="choose one of the declared splits",
+                )
+            )
+        return [case for case in self.cases if case.split == split]
+
+    def qrels(self, split: str | None = None) -> dict[str, dict[str, int]]:
+        """Document-level qrels ``{query id: {document id: grade}}``; a document judged on several
+        spans takes its highest grade. Unanswerable cases appear with an empty mapping."""
+        out: dict[str, dict[str, int]] = {}
+        for case in self.cases_for(split):
+            grades: dict[str, int] = {}
+            for judgment in case.relevant:
+                grades[judgment.documentId] = max(judgment.grade, grades.get(judgment.documentId, judgment.grade))
+            out[case.queryId] = grades
+        return out
+
+    @cached_property
+    def hashes(self) -> dict[str, str]:
+        """Content hashes of the corpus, the cases and the qrels derived from them."""
+        lines = sorted(
+            f"{case.queryId}\t{j.documentId}\t{j.grade}\t{j.start}\t{j.end}"
+            for case in self.cases
+            for j in case.relevant
+        )
+        return {
+            "corpus": self.file_hashes.get(DOCUMENTS_FILE, ""),
+            "cases": self.file_hashes.get(CASES_FILE, ""),
+            "qrels": sha256_text("\n".join(lines)),
+        }
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_benchmark(path: str | Path) -> tuple[Benchmark | None, list[Problem]]:
+    """Check a benchmark folder completely; return it (when sound) and every problem found."""
+    root = Path(path)
+    problems: list[Problem] = []
+    if not root.is_dir():
+        return None, [Problem(file=str(root), message="not a folder", fix="give the benchmark's folder")]
+
+    spec, spec_lines = _read_spec(root, problems)
+    file_hashes = _check_hashes(root, spec, spec_lines, problems)
+    rubric = spec.rubric if spec else DEFAULT_RUBRIC
+
+    documents = _read_documents(root / DOCUMENTS_FILE, problems)
+    cases = _read_cases(root / CASES_FILE, problems)
+    _check_cases(cases, documents, spec, rubric, problems)
+    if spec is not None:
+        _check_label_chunking(spec, spec_lines, problems)
+        _check_lineage(root, spec, spec_lines, cases, problems)
+
+    if problems or spec is None:
+        return None, problems
+    benchmark = Benchmark(
+        path=root.resolve(),
+        spec=spec,
+        documents={doc.id: doc for _, doc in documents},
+        cases=tuple(case for _, case in cases),
+        file_hashes=file_hashes,
+    )
+    return benchmark, []
+
+
+def load_benchmark(path: str | Path) -> Benchmark:
+    """Load and validate a benchmark; raise :class:`BenchmarkError` listing every problem."""
+    benchmark, problems = validate_benchmark(path)
+    if benchmark is None:
+        raise BenchmarkError(problems)
+    return benchmark
+
+
+def _read_spec(root: Path, problems: list[Problem]) -> tuple[BenchmarkSpec | None, dict[tuple[Any, ...], int]]:
+    try:
+        data, lines = read_yaml(root / BENCHMARK_FILE, BenchmarkError)
+    except BenchmarkError as exc:
+        problems.extend(Problem(**{**p.__dict__, "file": BENCHMARK_FILE}) for p in exc.problems)
+        return None, {}
+    if not isinstance(data, dict):
+        problems.append(Problem(file=BENCHMARK_FILE, line=1, message="expected a mapping of keys"))
+        return None, lines
+    try:
+        return BenchmarkSpec.model_validate(data), lines
+    except ValidationError as exc:
+        problems.extend(problems_from_validation(exc, file=BENCHMARK_FILE, model=BenchmarkSpec, lines=lines, line=1))
+        return None, lines
+
+
+def _check_hashes(
+    root: Path, spec: BenchmarkSpec | None, lines: dict[tuple[Any, ...], int], problems: list[Problem]
+) -> dict[str, str]:
+    actual = hash_files(root)
+    for name in DATA_FILES:
+        if name not in actual:
+            problems.append(Problem(file=name, message="file not found", fix=f"every benchmark holds {name}"))
+    if spec is None:
+        return actual
+    for name in actual:
+        if name not in spec.files:
+            problems.append(
+                Problem(
+                    file=BENCHMARK_FILE,
+                    line=lines.get(("files",)),
+                    field=f"files.{name}",
+                    message="no sha256 recorded for this file",
+                    fix="run `rageval benchmark hash PATH --write`",
+                )
+            )
+    for name, expected in spec.files.items():
+        found = actual.get(name) or (sha256_file(root / name) if (root / name).is_file() else None)
+        where = lines.get(("files", name))
+        if found is None:
+            problems.append(
+                Problem(file=BENCHMARK_FILE, line=where, field=f"files.{name}", message="listed file does not exist")
+            )
+        elif found != expected:
+            problems.append(
+                Problem(
+                    file=BENCHMARK_FILE,
+                    line=where,
+                    field=f"files.{name}",
+                    message=f"{name} has sha256 {found[:12]}…, benchmark.yaml records {expected[:12]}…",
+                    fix=HASH_FIX,
+                )
+            )
+    return actual
+
+
+def _read_models(path: Path, model: type, problems: list[Problem]) -> list[tuple[int, Any]]:
+    if not path.is_file():
+        return []
+    rows, read_problems = read_jsonl(path)
+    problems.extend(read_problems)
+    out = []
+    for number, value in rows:
+        try:
+            out.append((number, model.model_validate(value)))
+        except ValidationError as exc:
+            problems.extend(problems_from_validation(exc, file=path.name, model=model, line=number))
+    return out
+
+
+def _first_lines(rows: Iterable[tuple[int, str]], file: str, what: str, problems: list[Problem]) -> None:
+    seen: dict[str, int] = {}
+    for number, key in rows:
+        if key in seen:
+            problems.append(
+                Problem(
+                    file=file,
+                    line=number,
+                    field="id" if what == "document" else "queryId",
+                    message=f"duplicate {what} ID '{key}' (first on line {seen[key]})",
+                    fix="IDs must be unique",
+                )
+            )
+        else:
+            seen[key] = number
+
+
+def _read_documents(path: Path, problems: list[Problem]) -> list[tuple[int, Document]]:
+    documents = _read_models(path, Document, problems)
+    _first_lines(((n, d.id) for n, d in documents), path.name, "document", problems)
+    return documents
+
+
+def _read_cases(path: Path, problems: list[Problem]) -> list[tuple[int, Case]]:
+    cases = _read_models(path, Case, problems)
+    _first_lines(((n, c.queryId) for n, c in cases), path.name, "query", problems)
+    return cases
+
+
+def _check_cases(
+    cases: list[tuple[int, Case]],
+    documents: list[tuple[int, Document]],
+    spec: BenchmarkSpec | None,
+    rubric: dict[int, str],
+    problems: list[Problem],
+) -> None:
+    texts = {doc.id: doc.text for _, doc in documents}
+    grades = ", ".join(str(g) for g in sorted(rubric))
+    passage_unit = spec is None or spec.relevanceUnit == "passage"
+
+    def problem(line: int, where: str, message: str, fix: str | None = None) -> None:
+        problems.append(Problem(file=CASES_FILE, line=line, field=where, message=message, fix=fix))
+
+    for line, case in cases:
+        if spec is not None and case.corpusVersion != spec.corpusVersion:
+            problem(
+                line,
+                "corpusVersion",
+                f"judged against corpus '{case.corpusVersion}', but the snapshot is '{spec.corpusVersion}'",
+                "re-judge the case against this corpus, or migrate its labels",
+            )
+        if spec is not None and case.split not in spec.splits:
+            problem(
+                line,
+                "split",
+                f"split '{case.split}' is not declared in benchmark.yaml",
+                f"use one of: {', '.join(spec.splits)}",
+            )
+        seen_docs: set[str] = set()
+        for index, item in enumerate(case.relevant):
+            where = f"relevant[{index}]"
+            if item.grade not in rubric:
+                problem(line, f"{where}.grade", f"grade {item.grade} is outside the rubric", f"use one of {grades}")
+            if texts and item.documentId not in texts:
+                problem(
+                    line,
+                    f"{where}.documentId",
+                    f"unknown document '{item.documentId}'",
+                    "judge a document of documents.jsonl",
+                )
+                continue
+            if (item.start is None) != (item.end is None):
+                problem(line, where, "give both start and end, or neither")
+                continue
+            if item.has_span:
+                if not passage_unit:
+                    problem(
+                        line,
+                        where,
+                        "start/end given, but the benchmark's relevanceUnit is 'document'",
+                        "drop the offsets or make the unit 'passage'",
+                    )
+                    continue
+                length = len(texts.get(item.documentId, ""))
+                if not (item.start < item.end <= length):
+                    problem(
+                        line,
+                        f"{where}.end" if item.end > length else f"{where}.start",
+                        f"offsets {item.start}–{item.end} fall outside document '{item.documentId}' "
+                        f"(text length {length}) or are empty",
+                        "offsets are character positions into the document's text, start < end",
+                    )
+            elif item.documentId in seen_docs and not passage_unit:
+                problem(line, f"{where}.documentId", f"document '{item.documentId}' is judged twice")
+            seen_docs.add(item.documentId)
+
+
+# --------------------------------------------------------------------------- versions
+
+
+def _check_label_chunking(spec: BenchmarkSpec, lines: dict[tuple[Any, ...], int], problems: list[Problem]) -> None:
+    """``labelChunking`` must be a valid chunking whose hash is the one recorded."""
+    recorded = spec.labelChunking
+    if recorded is None:
+        return
+    where = lines.get(("labelChunking",))
+    try:
+        config = ChunkingConfig.model_validate(recorded.config)
+    except ValidationError as exc:
+        problems.extend(
+            problems_from_validation(
+                exc,
+                file=BENCHMARK_FILE,
+                model=ChunkingConfig,
+                lines=lines,
+                line=where,
+                prefix=("labelChunking", "config"),
+            )
+        )
+        return
+    if config_hash(config) != recorded.hash:
+        problems.append(
+            Problem(
+                file=BENCHMARK_FILE,
+                line=lines.get(("labelChunking", "hash"), where),
+                field="labelChunking.hash",
+                message=f"the recorded config hashes to {config_hash(config)}, not {recorded.hash}",
+                fix="labelChunking is written by `rageval judge adjudicate`; restore it",
+            )
+        )
+
+
+def _judgment_counter(case: Case) -> Counter[tuple[str, int, int | None, int | None]]:
+    return Counter((j.documentId, j.grade, j.start, j.end) for j in case.relevant)
+
+
+def _check_lineage(
+    root: Path,
+    spec: BenchmarkSpec,
+    lines: dict[tuple[Any, ...], int],
+    cases: list[tuple[int, Case]],
+    problems: list[Problem],
+) -> None:
+    """A version with a predecessor may drop a case, or change its query or judgments, only where
+    a changelog entry of this version lists it (with its reason); every new case is listed as added."""
+    predecessor = spec.predecessor
+    if predecessor is None:
+        return
+    where = lines.get(("predecessor",))
+
+    def spec_problem(message: str, fix: str, line: int | None = where, field: str = "predecessor") -> None:
+        problems.append(Problem(file=BENCHMARK_FILE, line=line, field=field, message=message, fix=fix))
+
+    if predecessor.version == spec.version:
+        spec_problem(
+            f"version '{spec.version}' is the predecessor's version too",
+            "give this version a new `version`",
+            lines.get(("version",)),
+            "version",
+        )
+    old_root = root / predecessor.path
+    old_cases_path = old_root / CASES_FILE
+    if not old_cases_path.is_file():
+        spec_problem(
+            f"the predecessor's {CASES_FILE} is not at {old_cases_path}",
+            "earlier versions stay beside their successors: restore the folder, or correct predecessor.path",
+        )
+        return
+    if sha256_file(old_cases_path) != predecessor.cases:
+        spec_problem(
+            f"the predecessor's {CASES_FILE} ({old_cases_path}) changed after this version was started from it",
+            "published versions are immutable: restore the predecessor's cases",
+        )
+        return
+    try:
+        old_spec, _ = read_yaml(old_root / BENCHMARK_FILE, BenchmarkError)
+    except BenchmarkError:
+        old_spec = None
+    if not isinstance(old_spec, dict) or old_spec.get("version") != predecessor.version:
+        found = old_spec.get("version") if isinstance(old_spec, dict) else None
+        spec_problem(
+            f"the predecessor at {old_root} is version {found!r}, benchmark.yaml records '{predecessor.version}'",
+            "correct predecessor.path or predecessor.version",
+        )
+    rows, read_problems = read_jsonl(old_cases_path)
+    old: dict[str, tuple[int, Case]] = {}
+    for number, value in rows:
+        try:
+            case = Case.model_validate(value)
+        except ValidationError:
+            read_problems.append(Problem(file=str(old_cases_path), line=number, message="not a valid case"))
+            continue
+        old.setdefault(case.queryId, (number, case))
+    if read_problems:
+        spec_problem(f"the predecessor's {CASES_FILE} cannot be read ({read_problems[0]})", "restore the predecessor")
+        return
+    new = {case.queryId: (number, case) for number, case in cases}
+
+    listed: dict[str, dict[str, int]] = {}  # action -> query ID -> changelog index
+    for index, entry in enumerate(spec.changelog):
+        if entry.version == spec.version:
+            for query_id in entry.cases:
+                listed.setdefault(entry.action, {})[query_id] = index
+
+    def entry_hint(action: str, query_id: str) -> str:
+        return (
+            f"restore it, or list it in benchmark.yaml's changelog: {{version: '{spec.version}', date: YYYY-MM-DD, "
+            f"action: {action}, cases: [{query_id}], reason: ...}}"
+        )
+
+    for query_id, (old_line, old_case) in old.items():
+        if query_id not in new:
+            if query_id not in listed.get("retired", {}):
+                problems.append(
+                    Problem(
+                        file=CASES_FILE,
+                        field="queryId",
+                        message=f"case '{query_id}' of version {predecessor.version} ({CASES_FILE} line {old_line} there) "
+                        "was dropped without being retired",
+                        fix=entry_hint("retired", query_id),
+                    )
+                )
+            continue
+        line, case = new[query_id]
+        rejudged = query_id in listed.get("re-judged", {})
+        if case.query != old_case.query and not rejudged:
+            problems.append(
+                Problem(
+                    file=CASES_FILE,
+                    line=line,
+                    field="query",
+                    message=f"the query of case '{query_id}' differs from version {predecessor.version}'s",
+                    fix=entry_hint("re-judged", query_id),
+                )
+            )
+        before, after = _judgment_counter(old_case), _judgment_counter(case)
+        if before != after and not rejudged:
+            added_only = query_id in listed.get("judgments-added", {}) and not (before - after)
+            if not added_only:
+                message = f"the judgments of case '{query_id}' differ from version {predecessor.version}'s"
+                if query_id in listed.get("judgments-added", {}):
+                    message += " ('judgments-added' covers new judgments only; existing ones were changed or removed)"
+                problems.append(
+                    Problem(
+                        file=CASES_FILE,
+                        line=line,
+                        field="relevant",
+                        message=message,
+                        fix=entry_hint("re-judged", query_id),
+                    )
+                )
+    for query_id, (line, _) in new.items():
+        if query_id not in old and query_id not in listed.get("added", {}):
+            problems.append(
+                Problem(
+                    file=CASES_FILE,
+                    line=line,
+                    field="queryId",
+                    message=f"case '{query_id}' is new in this version but the changelog does not list it as added",
+                    fix=entry_hint("added", query_id),
+                )
+            )
+
+    for action, ids in listed.items():
+        for query_id, index in ids.items():
+            line = lines.get(("changelog", index))
+            field = f"changelog[{index}].cases"
+            wrong = None
+            if action == "retired" and query_id in new:
+                wrong = f"case '{query_id}' is listed as retired but is still in {CASES_FILE}"
+            elif action == "added" and query_id in old:
+                wrong = f"case '{query_id}' is listed as added but version {predecessor.version} has it already"
+            elif action == "added" and query_id not in new:
+                wrong = f"case '{query_id}' is listed as added but is not in {CASES_FILE}"
+            elif action in ("re-judged", "judgments-added") and not (query_id in old and query_id in new):
+                wrong = f"case '{query_id}' is listed as {action} but is not in both this version and its predecessor"
+            if wrong:
+                problems.append(
+                    Problem(
+                        file=BENCHMARK_FILE, line=line, field=field, message=wrong, fix="correct the changelog entry"
+                    )
+                )
+
+
+def relative_path(target: Path, start: Path) -> str:
+    """``target`` relative to the folder ``start``, with forward slashes (stored in benchmark.yaml)."""
+    return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def hash_files(path: str | Path) -> dict[str, str]:
+    """sha256 of the data files (and the optional hashed files present) of a benchmark folder."""
+    root = Path(path)
+    return {name: sha256_file(root / name) for name in DATA_FILES + OPTIONAL_FILES if (root / name).is_file()}
+
+
+def write_hashes(path: str | Path) -> dict[str, str]:
+    """Record the current sha256 of every data file in ``benchmark.yaml`` (rewrites the file)."""
+    root = Path(path)
+    data, _ = read_yaml(root / BENCHMARK_FILE, BenchmarkError)
+    data["files"] = hash_files(root)
+    (root / BENCHMARK_FILE).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return data["files"]
+
+
+def write_benchmark(
+    path: str | Path, spec: dict[str, Any], documents: Iterable[Document], cases: Iterable[Case]
+) -> Path:
+    """Write a new benchmark folder (used by importers); refuses to overwrite one."""
+    root = Path(path)
+    if (root / BENCHMARK_FILE).exists():
+        raise BenchmarkError(
+            Problem(
+                file=str(root / BENCHMARK_FILE),
+                message="a benchmark already exists here",
+                fix="versions are append-only: choose a new --out folder",
+            )
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    for name, rows in ((DOCUMENTS_FILE, documents), (CASES_FILE, cases)):
+        with (root / name).open("w", encoding="utf-8") as handle:
+            for row in rows:
+                handle.write(json.dumps(row.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n")
+    spec = {**spec, "files": hash_files(root)}
+    (root / BENCHMARK_FILE).write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return root

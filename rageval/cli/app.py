@@ -1,0 +1,12 @@
+"""The ``rageval`` command: one typer app, one module per command group (each command a thin call
+into :mod:`rageval.workflows` or a pure package)."""
+
+from __future__ import annotations
+
+# Importing a command group registers its commands on the app.
+from rageval.cli import benchmark, compare, judge, metrics, runs  # noqa: F401
+from rageval.cli.common import app
+
+
+def main() -> None:  # pragma: no cover
+    app()

@@ -1,0 +1,180 @@
+"""Sweeps, comparisons and the gate: ``rageval sweep``, ``compare``, ``gate``, ``demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rageval.cli.common import (
+    EvaluateNotebook,
+    RunExperiment,
+    Timeout,
+    TrackingUri,
+    app,
+    fail,
+    open_tracker,
+    parse_pairs,
+)
+from rageval.errors import RagevalError
+
+
+@app.command("sweep")
+def sweep(
+    file: Annotated[Path, typer.Argument(help="sweep file, e.g. params/sweeps/demo.yaml")],
+    workers: Annotated[
+        int | None, typer.Option(help="configurations run at once [default: the file's workers]")
+    ] = None,
+    release: Annotated[
+        bool, typer.Option("--release", help="allow a sweep on the frozen release split (recorded and counted)")
+    ] = False,
+    tracking_uri: TrackingUri = None,
+    experiment: RunExperiment = None,
+    notebook: EvaluateNotebook = None,
+    timeout: Timeout = None,
+) -> None:
+    """Run every configuration of a sweep as a sealed child of one parent run; exit 1 if any failed."""
+    from rageval.workflows.sweep import run_sweep
+
+    try:
+        outcome = run_sweep(
+            file,
+            workers=workers,
+            release=release,
+            tracker=open_tracker(tracking_uri),
+            experiment=experiment,
+            notebook=notebook,
+            timeout=timeout,
+            on_parent=lambda run_id: typer.echo(f"sweep parent run {run_id}", err=True),
+        )
+    except RagevalError as error:
+        fail(error)
+    key, text = outcome.primary
+    width = max(len(m.name) for m in outcome.members)
+    typer.echo(f"{'member':<{width}}  {'status':<11}  {'run':<32}  {'seconds':>7}  {text}")
+    for m in outcome.members:
+        value = f"{m.metrics[key]:.4f}" if key in m.metrics else ""
+        seconds = f"{m.seconds:7.1f}" if m.seconds is not None else " " * 7
+        typer.echo(f"{m.name:<{width}}  {m.status:<11}  {m.run_id or '-':<32}  {seconds}  {value}")
+    typer.echo(f"parent run {outcome.parent_run_id} ({outcome.experiment}), {outcome.wall_s:.1f}s wall")
+    if outcome.failed:
+        for m in outcome.failed:
+            typer.echo(f"error: {m.name}: {m.status}" + (f": {m.error}" if m.error else ""), err=True)
+        raise typer.Exit(130 if outcome.interrupted else 1)
+    typer.echo(f"compare: rageval compare --baseline {outcome.members[0].run_id} --sweep {outcome.parent_run_id}")
+
+
+@app.command("compare")
+def compare(
+    baseline: Annotated[str, typer.Option(help="run ID of the baseline")],
+    candidate: Annotated[list[str], typer.Option(help="run ID of a candidate (repeatable)")] = [],
+    sweep: Annotated[
+        str | None, typer.Option(help="a sweep's parent run ID: its sealed members are candidates")
+    ] = None,
+    allow_mismatch: Annotated[
+        bool, typer.Option("--allow-mismatch", help="compare runs whose contract differs (recorded)")
+    ] = False,
+    max_release_evaluations: Annotated[
+        int, typer.Option(help="warn past this many release evaluations of a candidate's family")
+    ] = 5,
+    tracking_uri: TrackingUri = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the baseline's]")] = None,
+    notebook: Annotated[Path | None, typer.Option(help="[default: notebooks/compare.ipynb]")] = None,
+    parameter: Annotated[
+        list[str], typer.Option("-p", "--parameter", help="extra notebook parameter NAME=VALUE, e.g. top_n=5")
+    ] = [],
+    timeout: Timeout = None,
+) -> None:
+    """Compare sealed runs through the comparison notebook; record a sealed comparison run."""
+    import yaml
+
+    from rageval.analysis import significance_display
+    from rageval.workflows.compare import execute_comparison
+
+    try:
+        outcome = execute_comparison(
+            baseline,
+            candidate,
+            sweep=sweep,
+            allow_mismatch=allow_mismatch,
+            tracker=open_tracker(tracking_uri),
+            experiment=experiment,
+            notebook=notebook,
+            timeout=timeout,
+            max_release_evaluations=max_release_evaluations,
+            notebook_parameters={k: yaml.safe_load(v) for k, v in parse_pairs(parameter, "-p").items()},
+        )
+    except RagevalError as error:
+        fail(error)
+    for difference in outcome.differences:
+        typer.echo(f"warning: compared despite a mismatch (--allow-mismatch, recorded): {difference}", err=True)
+    for warning in outcome.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(
+        f"comparison run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)"
+    )
+    typer.echo(significance_display(outcome.overall).to_string())
+    typer.echo(f"browse: rageval ui  (the executed notebook and figures are artifacts of run {outcome.run_id})")
+
+
+@app.command("gate")
+def gate(
+    baseline: Annotated[str, typer.Option(help="run ID of the current baseline (release split)")],
+    candidate: Annotated[str, typer.Option(help="run ID of the candidate (release split)")],
+    policy: Annotated[Path, typer.Option(help="gate policy file")] = Path("params/gates/release.yaml"),
+    tracking_uri: TrackingUri = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the candidate's]")] = None,
+) -> None:
+    """Decide whether the candidate may replace the baseline; record a sealed decision run.
+    Exit 0 on pass, 1 on fail."""
+    from rageval.workflows.gate import execute_gate
+
+    try:
+        outcome = execute_gate(baseline, candidate, policy, tracker=open_tracker(tracking_uri), experiment=experiment)
+    except RagevalError as error:
+        fail(error)
+    decision = outcome.decision
+    for rule in decision.rules:
+        typer.echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+    if not decision.largest_losses.empty:
+        listed = ", ".join(
+            f"{q} ({d:+.3f})"
+            for q, d in zip(decision.largest_losses["query_id"], decision.largest_losses["delta"], strict=True)
+        )
+        typer.echo(f"largest losses on {decision.largest_losses['measure'].iloc[0]}: {listed}")
+    for warning in decision.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo(f"decision run {outcome.run_id} sealed: {decision.verdict.upper()}")
+    typer.echo(f"rollback: baseline run {baseline} stays named in the decision (baseline_config.yaml)")
+    raise typer.Exit(0 if decision.passed else 1)
+
+
+@app.command("demo")
+def demo(
+    workers: Annotated[int, typer.Option(help="sweep members run at once")] = 2,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """The demo's whole loop: sweep on dev, compare, take the best member to release, gate it."""
+    from rageval.analysis import significance_display
+    from rageval.workflows.demo import execute_demo
+
+    tracker = open_tracker(tracking_uri)
+    try:
+        outcome = execute_demo(workers=workers, tracker=tracker)
+    except RagevalError as error:
+        fail(error)
+    swept = outcome.sweep
+    typer.echo(f"sweep {swept.parent_run_id} (dev): " + ", ".join(f"{m.name} {m.run_id}" for m in swept.members))
+    typer.echo(f"comparison {outcome.comparison.run_id}:")
+    typer.echo(significance_display(outcome.comparison.overall).to_string())
+    typer.echo(f"chosen for release: {outcome.chosen} (best {swept.primary[1]} on dev)")
+    typer.echo(
+        f"release runs: baseline {outcome.release_baseline.run_id}, candidate {outcome.release_candidate.run_id}"
+    )
+    decision = outcome.gate.decision
+    for rule in decision.rules:
+        typer.echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+    typer.echo(f"gate {outcome.gate.run_id}: {decision.verdict.upper()}")
+    typer.echo(f"browse: rageval ui  (store: {tracker.uri})")
+    raise typer.Exit(0 if decision.passed else 1)

@@ -1,0 +1,255 @@
+"""``rageval judge pool|import|agreement|adjudicate`` and ``rageval migrate-labels``: each a thin call
+into :mod:`rageval.judging` and :mod:`rageval.benchmark.migration`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rageval.cli.common import (
+    DateOption,
+    TrackingUri,
+    app,
+    fail,
+    judge_app,
+    open_tracker,
+    parse_date,
+)
+from rageval.errors import Problem, RagevalError
+from rageval.workflows.readback import run_rankings
+
+
+@judge_app.command("pool")
+def judge_pool(
+    out: Annotated[Path, typer.Option(help="new folder for pool.json, sheet.csv and sheet.jsonl")],
+    depth: Annotated[int, typer.Option(help="pool the top K items of each run")] = 10,
+    runs: Annotated[list[str], typer.Option("--runs", help="sealed MLflow run ID (repeat)")] = [],
+    rankings: Annotated[
+        list[str],
+        typer.Option(
+            "--rankings", help="NAME=FILE: a rankings parquet (query_id, rank, chunk_id, parent_id) instead of a run"
+        ),
+    ] = [],
+    chunking: Annotated[
+        list[Path],
+        typer.Option(help="params or chunking YAML of --rankings files at passage level (repeat per chunking)"),
+    ] = [],
+    benchmark: Annotated[Path | None, typer.Option(help="benchmark folder [default: the runs']")] = None,
+    split: Annotated[str | None, typer.Option(help="[default: the runs' split]")] = None,
+    add: Annotated[
+        Path | None,
+        typer.Option("--add", help="JSONL of items from targeted search: queryId, documentId[, start, end]"),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="seed of the sheet's random order")] = 0,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Pool the unjudged top-K items of several runs into a blind assessment sheet."""
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.benchmark.migration import load_chunking
+    from rageval.judging.pool import pool, read_extra, write_pool
+
+    try:
+        frames, configs, run_benchmark, run_split, run_cases = (
+            run_rankings(open_tracker(tracking_uri), runs) if runs else ({}, [], None, None, {})
+        )
+        for spec in rankings:
+            name, sep, file = spec.partition("=")
+            if not sep or not name or not file:
+                raise typer.BadParameter(f"expected NAME=FILE, got {spec!r}", param_hint="--rankings")
+            frames[name] = _read_rankings(Path(file))
+        configs += [load_chunking(path) for path in chunking]
+        if not frames:
+            raise typer.BadParameter("give --runs or --rankings", param_hint="--runs")
+        bench_path = benchmark or run_benchmark
+        if bench_path is None:
+            raise typer.BadParameter("give --benchmark (no run names one)", param_hint="--benchmark")
+        bench = load_benchmark(bench_path)
+        chosen = split or run_split
+        if chosen is None:
+            raise typer.BadParameter("give --split", param_hint="--split")
+        if runs:
+            _check_runs_match(run_cases, bench, chosen, run_split)
+        extra = read_extra(add, bench, chosen) if add else None
+        result = pool(frames, bench, chosen, depth, extra, seed, chunking=configs, extra_file=str(add))
+        paths = write_pool(result, out)
+    except RagevalError as error:
+        fail(error)
+    items = result.manifest.items
+    typer.echo(
+        f"pooled {len(items)} unjudged items of {len({i.queryId for i in items})} cases from {len(frames)} runs at depth {depth}"
+    )
+    typer.echo(f"sheet (blind, seed {seed}): {paths['csv']}  {paths['jsonl']}")
+    typer.echo(f"provenance (not for assessors): {paths['pool']}")
+
+
+def _read_rankings(path: Path):
+    import pandas as pd
+
+    from rageval.errors import BenchmarkError
+
+    if not path.is_file():
+        raise BenchmarkError(Problem(file=str(path), message="file not found", fix="check the --rankings path"))
+    return (
+        pd.read_parquet(path)
+        if path.suffix == ".parquet"
+        else pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
+    )
+
+
+def _check_runs_match(cases: dict[str, str | None], bench, split: str, run_split: str | None) -> None:
+    """Pooled runs must have ranked this benchmark version's cases, on the pooled split."""
+    from rageval.errors import BenchmarkError
+
+    problems = [
+        Problem(
+            file=f"run {run_id}",
+            message=f"ranked other cases (sha256 {digest[:12]}…, not {bench.hashes['cases'][:12]}…)",
+            fix="pool runs of the benchmark version being judged",
+        )
+        for run_id, digest in cases.items()
+        if digest and digest != bench.hashes["cases"]
+    ]
+    if run_split is None or run_split != split:
+        problems.append(
+            Problem(file="--runs", message=f"the runs did not all run on split '{split}'", fix="pool runs of one split")
+        )
+    if problems:
+        raise BenchmarkError(problems)
+
+
+@judge_app.command("import")
+def judge_import(
+    pool_dir: Annotated[Path, typer.Argument(help="the pool folder")],
+    sheets: Annotated[list[Path], typer.Argument(help="assessors' filled sheets (.csv or .jsonl)")],
+    out: Annotated[Path | None, typer.Option(help="[default: POOL_DIR/labels.jsonl]")] = None,
+) -> None:
+    """Import assessors' sheets; every bad row is reported with file and line, and nothing is written."""
+    from rageval.judging.pool import LABELS_FILE, import_sheets, read_pool, write_labels
+
+    try:
+        labels = import_sheets(read_pool(pool_dir), sheets)
+    except RagevalError as error:
+        fail(error)
+    path = write_labels(labels, out or pool_dir / LABELS_FILE)
+    per = labels.groupby("assessor")["item_id"].nunique()
+    typer.echo(f"wrote {path}: {len(labels)} labels on {labels['item_id'].nunique()} items")
+    for assessor, count in per.items():
+        typer.echo(f"  {assessor}: {count} items")
+
+
+@judge_app.command("agreement")
+def judge_agreement(
+    pool_dir: Annotated[Path, typer.Argument(help="the pool folder")],
+    labels: Annotated[Path | None, typer.Option(help="[default: POOL_DIR/labels.jsonl]")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="also write the report as JSON")] = None,
+) -> None:
+    """Cohen's kappa per assessor pair, Fleiss' kappa and Krippendorff's alpha (ordinal), overall and
+    per slice, and the items the assessors disagree on."""
+    import pandas as pd
+
+    from rageval.evaluation.agreement import agreement
+    from rageval.judging.pool import LABELS_FILE, read_labels, read_pool
+
+    try:
+        manifest = read_pool(pool_dir)
+        frame = read_labels(labels or pool_dir / LABELS_FILE)
+    except RagevalError as error:
+        fail(error)
+    report = agreement(frame, {i.itemId: i.slice for i in manifest.items}, list(manifest.rubric))
+    with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200):
+        typer.echo("Agreement (fleiss_items: labelled by every assessor; alpha: ordinal, items labelled twice or more)")
+        typer.echo(report.summary.round(3).to_string())
+        typer.echo("\nCohen's kappa per pair")
+        typer.echo(report.pairs.round(3).to_string(index=False))
+        typer.echo(f"\nDisagreements: {len(report.disagreements)}")
+        if len(report.disagreements):
+            typer.echo(report.disagreements.to_string())
+    if json_out:
+        payload = {
+            "summary": json.loads(report.summary.reset_index().to_json(orient="records")),
+            "pairs": json.loads(report.pairs.to_json(orient="records")),
+            "disagreements": json.loads(report.disagreements.reset_index().to_json(orient="records")),
+        }
+        json_out.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        typer.echo(f"wrote {json_out}")
+
+
+@judge_app.command("adjudicate")
+def judge_adjudicate(
+    pool_dir: Annotated[Path, typer.Argument(help="the pool folder")],
+    file: Annotated[Path, typer.Option("--file", help="adjudication file (.csv or .jsonl): itemId, grade, note")],
+    labels: Annotated[Path | None, typer.Option(help="[default: POOL_DIR/labels.jsonl]")] = None,
+    benchmark: Annotated[Path | None, typer.Option(help="[default: the benchmark the pool was made on]")] = None,
+    version: Annotated[str | None, typer.Option(help="the new version [default: the last number + 1]")] = None,
+    out: Annotated[Path | None, typer.Option(help="[default: <name>-v<version> beside the benchmark]")] = None,
+    date: DateOption = None,
+) -> None:
+    """Write a new benchmark version holding the adjudicated judgments, keeping assessor notes."""
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.judging.pool import LABELS_FILE, adjudicate, read_adjudication, read_labels, read_pool
+
+    try:
+        manifest = read_pool(pool_dir)
+        bench = load_benchmark(benchmark or manifest.path)
+        folder = adjudicate(
+            bench,
+            manifest,
+            read_labels(labels or pool_dir / LABELS_FILE),
+            read_adjudication(file, manifest),
+            version=version,
+            out=out,
+            date=parse_date(date),
+            file=str(file),
+        )
+        new = load_benchmark(folder)
+    except RagevalError as error:
+        fail(error)
+    typer.echo(f"wrote {new.spec.name} {new.spec.version} at {folder} (predecessor {bench.spec.version})")
+    for entry in new.spec.changelog:
+        if entry.version == new.spec.version:
+            typer.echo(f"  {entry.action}: {len(entry.cases)} cases ({entry.reason})")
+
+
+@app.command("migrate-labels")
+def migrate_labels(
+    benchmark: Annotated[Path, typer.Argument(help="benchmark folder")],
+    to: Annotated[Path, typer.Option("--to", help="the new chunking: a params file or a chunking YAML")],
+    from_: Annotated[
+        Path | None, typer.Option("--from", help="the chunking the labels were made for (params or chunking YAML)")
+    ] = None,
+    review: Annotated[bool, typer.Option("--review", help="mark the rows that have a decision as reviewed")] = False,
+    reviewer: Annotated[str | None, typer.Option(help="recorded with --review")] = None,
+    force: Annotated[bool, typer.Option(help="discard the reviews of an existing review file and start over")] = False,
+) -> None:
+    """Propose chunk labels for a new chunking by character overlap (then review them with --review)."""
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.benchmark.migration import load_chunking, review_labels
+    from rageval.benchmark.migration import migrate_labels as propose
+
+    try:
+        bench = load_benchmark(benchmark)
+        target = load_chunking(to)
+        if review:
+            summary = review_labels(bench, target, reviewer=reviewer)
+        else:
+            if from_ is None:
+                raise typer.BadParameter("give --from (or --review)", param_hint="--from")
+            path, proposals = propose(bench, load_chunking(from_), target, force=force)
+    except RagevalError as error:
+        fail(error)
+    if review:
+        typer.echo(
+            f"{summary.path}: {summary.reviewed} reviewed ({summary.accepted} accepted, {summary.rejected} rejected), {summary.proposed} still proposed"
+        )
+        return
+    low = sum(p.overlap < 0.5 for p in proposals)
+    kept = sum(p.status == "reviewed" for p in proposals)
+    typer.echo(
+        f"wrote {path}: {len(proposals)} proposed chunk labels for {len({p.queryId for p in proposals})} cases ({low} with overlap < 0.5)"
+    )
+    if kept:
+        typer.echo(f"{kept} rows keep their review (chunk and judgments unchanged)")
+    typer.echo('review: set "decision": "accept" or "reject" per row (grade may be changed), then run with --review')

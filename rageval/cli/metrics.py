@@ -1,0 +1,75 @@
+"""``rageval metrics``: trec_eval-style evaluation of a qrels file and a run file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rageval.cli.common import (
+    app,
+    fail,
+)
+from rageval.errors import RagevalError
+
+
+@app.command("metrics")
+def metrics(
+    qrels: Annotated[Path, typer.Argument(help="TREC qrels file")],
+    run: Annotated[Path, typer.Argument(help="TREC run file")],
+    measure: Annotated[list[str], typer.Option("-m", "--measure", help="e.g. nDCG@10, R@100, RR, Hit@5, MRR, AP")],
+    per_query: Annotated[bool, typer.Option("--per-query", "-q", help="also print each query's value")] = False,
+    output: Annotated[str, typer.Option("--format", help="trec or json")] = "trec",
+    ties: Annotated[str, typer.Option(help="docid-desc (trec_eval), docid-asc or input-order")] = "docid-desc",
+    duplicates: Annotated[str, typer.Option(help="keep-first (counted) or error")] = "keep-first",
+    relevance: Annotated[
+        int, typer.Option("-l", "--relevance", help="lowest grade relevant for binary measures (trec_eval -l)")
+    ] = 1,
+    gain: Annotated[str, typer.Option(help="nDCG gain: grade (trec_eval) or exp (2^grade - 1)")] = "grade",
+    complete: Annotated[
+        bool, typer.Option("-c", "--complete", help="score judged queries absent from the run as 0 (trec_eval -c)")
+    ] = False,
+) -> None:
+    """Evaluate a TREC run against TREC qrels; prints 'measure<TAB>query<TAB>value' lines."""
+    from rageval.benchmark.trec import read_qrels, read_run
+    from rageval.evaluation import evaluate
+
+    try:
+        evaluation = evaluate(
+            read_run(run),
+            read_qrels(qrels),
+            measure,
+            ties=ties,
+            duplicates=duplicates,  # type: ignore[arg-type]
+            missing="zero" if complete else "skip",
+            relevance=relevance,
+            gain=gain,  # type: ignore[arg-type]
+        )
+    except RagevalError as error:
+        fail(error)
+    if output == "json":
+        payload = {
+            "aggregates": {k: float(v) for k, v in evaluation.aggregates.items()},
+            "per_query": evaluation.per_query.to_dict(orient="index") if per_query else None,
+            "num_q": evaluation.evaluated,
+            "skipped": list(evaluation.skipped),
+            "missing": list(evaluation.missing),
+            "policy": evaluation.policy,
+            "providers": evaluation.providers,
+            "duplicates_dropped": evaluation.duplicates,
+            "contract": evaluation.contract,
+        }
+        typer.echo(json.dumps(payload, indent=2))
+        return
+    if output != "trec":
+        raise typer.BadParameter("choose trec or json", param_hint="--format")
+    width = max(len(m.text) for m in evaluation.measures) + 2
+    for m in evaluation.measures:
+        if per_query:
+            for qid, value in evaluation.per_query[m.text].items():
+                typer.echo(f"{m.text:<{width}}\t{qid}\t{value:.4f}")
+        typer.echo(f"{m.text:<{width}}\tall\t{evaluation.aggregates[m.text]:.4f}")
+    if evaluation.skipped:
+        typer.echo(f"# {len(evaluation.skipped)} queries without a relevant item skipped", err=True)

@@ -1,0 +1,144 @@
+"""Load a run configuration: strict validation, ``--set`` overrides, resolved paths.
+
+Errors name the file and line of a bad key, or the ``--set`` override that introduced it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rageval.config.schema import RunConfig
+from rageval.errors import ConfigError, Problem
+from rageval.io import read_yaml
+from rageval.validation import field_path, problems_from_validation
+
+
+def parse_override(text: str) -> tuple[list[str | int], Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(
+            Problem(file="--set", field=text, message="expected key=value", fix="e.g. --set retrieval.stages.0.k1=1.2")
+        )
+    path: list[str | int] = [int(p) if p.isdigit() else p for p in key.strip().split(".")]
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(Problem(file="--set", field=key, message=f"value is not valid YAML: {exc}")) from None
+    return path, value
+
+
+def apply_override(data: dict[str, Any], path: list[str | int], value: Any, text: str) -> None:
+    node: Any = data
+    for depth, part in enumerate(path[:-1]):
+        nxt = path[depth + 1]
+        if isinstance(node, list):
+            if not isinstance(part, int) or part >= len(node):
+                raise ConfigError(
+                    Problem(
+                        file="--set", field=text, message=f"no list item {part} at {field_path(tuple(path[:depth]))}"
+                    )
+                )
+            node = node[part]
+            continue
+        if part not in node or node[part] is None:
+            node[part] = [] if isinstance(nxt, int) else {}
+        node = node[part]
+    last = path[-1]
+    if isinstance(node, list):
+        if not isinstance(last, int) or last >= len(node):
+            raise ConfigError(Problem(file="--set", field=text, message=f"no list item {last}"))
+    node[last] = value
+
+
+def load_config(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    benchmark: str | Path | None = None,
+    split: str | None = None,
+) -> RunConfig:
+    """Validate a params file, apply overrides, and resolve the benchmark path.
+
+    ``benchmark`` (relative to the working directory) and ``split`` are overrides too. The
+    benchmark path in the file is relative to the file.
+    """
+    path = Path(path)
+    data, lines = read_yaml(path, ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError(Problem(file=str(path), line=1, message="expected a mapping of configuration keys"))
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines)) from None
+
+    data = copy.deepcopy(data)
+    data["benchmark"] = str((path.parent / data["benchmark"]).resolve())
+    for stage in data["retrieval"]["stages"]:
+        _resolve_stage_paths(stage, path.parent)
+    parsed = [(text, *parse_override(text)) for text in overrides]
+    for text, key_path, value in parsed:
+        apply_override(data, key_path, value, text)
+    for _, key_path, _ in parsed:  # a path given by --set is relative to the working directory
+        if key_path[:2] == ["retrieval", "stages"]:
+            for stage in data["retrieval"]["stages"]:
+                if isinstance(stage, dict):
+                    _resolve_stage_paths(stage, Path.cwd())
+    if benchmark is not None:
+        data["benchmark"] = str(Path(benchmark).resolve())
+    if split is not None:
+        data["split"] = split
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for problem in problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines):
+            culprit = next(
+                (t for t, p, _ in parsed if problem.field and problem.field.startswith(field_path(tuple(p)))), None
+            )
+            if culprit is None:
+                culprit = next(
+                    (t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None
+                )
+            problems.append(
+                Problem(**{**problem.__dict__, "file": f"--set {culprit}", "line": None}) if culprit else problem
+            )
+        raise ConfigError(problems) from None
+    return config
+
+
+def _resolve_stage_paths(stage: dict[str, Any], base: Path) -> None:
+    """Run files, and models named by a path (a value with '/'), are relative to ``base``."""
+    if stage.get("type") == "runfile" and isinstance(stage.get("path"), str):
+        stage["path"] = str((base / stage["path"]).resolve())
+    model = stage.get("model")
+    if isinstance(model, str) and "/" in model:
+        stage["model"] = str((base / Path(model).expanduser()).resolve())
+
+
+def dump_config(config: RunConfig) -> str:
+    """The resolved configuration as YAML: what a run logs and its notebook receives."""
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def config_from_yaml(text: str) -> RunConfig:
+    return RunConfig.model_validate(yaml.safe_load(text))
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": [1, {"c": 2}]}}`` → ``{"a.b.0": 1, "a.b.1.c": 2}``; lists of scalars stay whole."""
+    out: dict[str, Any] = {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+    elif isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        for index, item in enumerate(value):
+            out.update(flatten(item, f"{prefix}.{index}"))
+    else:
+        out[prefix] = value
+    return out

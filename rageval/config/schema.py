@@ -1,0 +1,84 @@
+"""A run configuration (``params/*.yaml``) as a strict model: benchmark and split, chunking, the
+retrieval stages, the context budget and the evaluation's measures and contract options. Run
+configurations use snake_case keys like most Python tool configs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictInt, StrictStr, field_validator
+
+from rageval.benchmark.schema import ChunkingConfig
+from rageval.benchmark.tokenizers import TOKENIZERS
+from rageval.errors import MeasureError
+from rageval.evaluation.metrics import parse_measures
+from rageval.retrieval.schema import RetrievalConfig
+from rageval.validation import Slug, Strict
+
+CONFIG_VERSION = 1
+
+
+class ContextConfig(Strict):
+    """The context handed to the generator: the final stage's top ``final_k`` chunks, exact
+    duplicates removed, cut at ``max_tokens``."""
+
+    tokenizer: StrictStr | None = Field(
+        default=None, description="name in rageval.benchmark.tokenizers.TOKENIZERS; default: chunking's"
+    )
+    max_tokens: StrictInt | None = Field(default=None, gt=0)
+    dedup: Literal["exact", "none"] = "exact"
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: str | None) -> str | None:
+        if value is not None and value not in TOKENIZERS:
+            raise ValueError(f"unknown tokenizer '{value}'; valid choices are {', '.join(TOKENIZERS)}")
+        return value
+
+
+class EvaluationConfig(Strict):
+    level: Literal["auto", "document", "passage"] = Field(
+        default="auto", description="auto: the benchmark's relevance unit"
+    )
+    measures: list[StrictStr] = Field(min_length=1)
+
+    @field_validator("measures")
+    @classmethod
+    def _parseable_measures(cls, value: list[str]) -> list[str]:
+        try:
+            parse_measures(value)
+        except MeasureError as exc:
+            raise ValueError(
+                "; ".join(f"{p.message} ({p.fix})" if p.fix else p.message for p in exc.problems)
+            ) from None
+        return value
+
+    ties: Literal["docid-asc", "docid-desc", "input-order"] = "docid-asc"
+    duplicates: Literal["keep-first", "error"] = Field(
+        default="keep-first",
+        description="a repeated ID counts once, at its first rank; later ones are dropped and counted",
+    )
+    relevance: StrictInt = Field(
+        default=1, ge=1, description="lowest grade that counts as relevant for binary measures"
+    )
+    gain: Literal["grade", "exp"] = Field(default="grade", description="nDCG gain: the grade, or 2^grade - 1")
+    depth: StrictInt = Field(default=10, ge=1, description="depth of the Judged@k, unjudged and tie-rate diagnostics")
+    abstain_below: float | None = Field(
+        default=None, description="top score below which retrieval abstains (unanswerable contract); null: not measured"
+    )
+
+
+class RunConfig(Strict):
+    """A run configuration (``params/*.yaml``)."""
+
+    version: Literal[1] = Field(description="configuration schema version")
+    name: Slug
+    description: StrictStr | None = None
+    benchmark: StrictStr = Field(description="benchmark folder, relative to this file")
+    split: Slug
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    retrieval: RetrievalConfig
+    final_k: StrictInt = Field(default=10, gt=0, description="chunks in the final context")
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    evaluation: EvaluationConfig

@@ -1,0 +1,335 @@
+"""Execute one run configuration: benchmark → chunks → pipeline → rankings → metrics.
+
+:func:`run_experiment` is pure computation: it returns an :class:`ExperimentResult` and records
+nothing. Recording is :mod:`rageval.tracking`'s job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from rageval.benchmark.chunking import chunk_corpus, config_hash
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.benchmark.migration import chunk_qrels_for
+from rageval.benchmark.tokenizers import get_tokenizer
+from rageval.config.schema import RunConfig
+from rageval.errors import EvaluationError
+from rageval.evaluation import Abstention, Evaluation, abstention, evaluate, rollup_to_parent, top_scores
+from rageval.experiment.stages import (
+    CONTEXT_STAGE,
+    RANKING_COLUMNS,
+    covered_characters,
+    evidence_trail,
+    merged_spans,
+    overlap_ratio,
+    rankings_frame,
+)
+from rageval.retrieval import Corpus, Pipeline, Query, visible
+from rageval.retrieval.cache import Cache
+from rageval.retrieval.dedup import exact_dedup
+from rageval.retrieval.pipeline import stage_inputs
+
+__all__ = ["RANKING_COLUMNS", "ExperimentResult", "level_run", "run_experiment", "slice_table"]
+
+PERCENTILES = {"p50_ms": 0.5, "p95_ms": 0.95, "p99_ms": 0.99}
+
+
+@dataclass(frozen=True)
+class ExperimentResult:
+    config: RunConfig
+    benchmark: Benchmark
+    level: str
+    chunking_hash: str
+    rankings: pd.DataFrame  # RANKING_COLUMNS: every candidate chunk of the final stage
+    evaluation: Evaluation
+    slices: pd.DataFrame  # rows: slice; columns: "queries" + measures (means over evaluated queries)
+    latency: pd.DataFrame  # query_id, stage (or "stage:step", "fetch", "total"), seconds
+    context_tokens: pd.Series  # per query: tokens in the context handed to the generator
+    failures: pd.DataFrame  # query_id, stage, error, message
+    timings: dict[str, float] = field(default_factory=dict)
+    stage_names: tuple[str, ...] = ()
+    stage_rankings: pd.DataFrame | None = None  # RANKING_COLUMNS for every stage, and the context
+    stage_metrics: pd.DataFrame | None = None  # long: stage, query_id, measure, value
+    evidence: pd.DataFrame | None = None  # see rageval.experiment.stages.evidence_trail
+    diagnostics: pd.DataFrame | None = None  # per query: context, dedup and permission figures
+    cache_hits: dict[str, bool] = field(default_factory=dict)
+    models: dict[str, dict[str, str]] = field(default_factory=dict)  # stage → model identity
+    external_calls: dict[str, int] = field(default_factory=dict)
+    abstention: Abstention | None = None  # the unanswerable contract, when evaluation.abstain_below is set
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """One row per measure: the mean over evaluated queries."""
+        frame = self.evaluation.aggregates.rename("mean").to_frame()
+        frame.index.name = "measure"
+        return frame
+
+    def latency_percentiles(self) -> pd.DataFrame:
+        """p50/p95/p99 per stage (and step, fetch, total), in milliseconds."""
+        if self.latency.empty:
+            return pd.DataFrame(columns=list(PERCENTILES))
+        grouped = self.latency.groupby("stage", sort=False)["seconds"]
+        return pd.DataFrame({name: grouped.quantile(q) * 1000 for name, q in PERCENTILES.items()})
+
+    def stage_table(self) -> pd.DataFrame:
+        """Rows: stages in order, then ``context``; columns: candidates (mean per query) and each
+        measure's mean over the evaluated queries."""
+        if self.stage_metrics is None or self.stage_metrics.empty:
+            return pd.DataFrame()
+        table = self.stage_metrics.pivot_table(
+            index="stage", columns="measure", values="value", aggfunc="mean", sort=False
+        )
+        counts = self.stage_rankings.groupby(["stage", "query_id"]).size().groupby("stage").mean()
+        table.insert(0, "candidates", counts.reindex(table.index))
+        order = [*self.stage_names, CONTEXT_STAGE]
+        return table.reindex([s for s in order if s in table.index])[
+            ["candidates", *[m.text for m in self.evaluation.measures]]
+        ]
+
+    def losses(self) -> pd.DataFrame:
+        """Relevant items that some retriever found and a later stage dropped."""
+        if self.evidence is None:
+            return pd.DataFrame()
+        return self.evidence[self.evidence["status"] == "dropped"].reset_index(drop=True)
+
+    def counts(self) -> dict[str, int]:
+        out = {
+            "queries_total": len(self.context_tokens),
+            "queries_evaluated": self.evaluation.evaluated,
+            "queries_skipped": len(self.evaluation.skipped),
+            "queries_failed": len(self.failures),
+        }
+        if self.diagnostics is not None and not self.diagnostics.empty:
+            out["permission_leaks"] = int(self.diagnostics["permission_leaks"].sum())
+            out["permission_leaks_context"] = int(self.diagnostics["permission_leaks_context"].sum())
+            out["queries_with_leaks"] = int((self.diagnostics["permission_leaks"] > 0).sum())
+        return out
+
+
+def run_experiment(
+    config: RunConfig, benchmark: Benchmark | None = None, cache: Cache | None | bool = True
+) -> ExperimentResult:
+    """Run a resolved configuration on its benchmark split. ``cache``: True for the default
+    content-addressed cache, a :class:`Cache`, or False/None to build everything afresh."""
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    benchmark = benchmark or load_benchmark(config.benchmark)
+    cases = benchmark.cases_for(config.split)
+    timings["load"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
+    by_id = {chunk.chunk_id: chunk for chunk in chunks}
+    timings["chunking"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    corpus = Corpus(
+        chunks=chunks,
+        documents=benchmark.documents,
+        key={"corpus": benchmark.hashes["corpus"], "chunking": config_hash(config.chunking)},
+        cache=Cache() if cache is True else (cache or None),
+    )
+    pipeline = Pipeline.from_config(config.retrieval.stages, corpus)
+    timings["index"] = time.perf_counter() - started
+    for name, seconds in pipeline.build_seconds.items():
+        timings[f"index/{name}"] = seconds
+
+    started = time.perf_counter()
+    queries = [Query(c.queryId, c.query, tuple(c.principal) if c.principal else None) for c in cases]
+    output = pipeline.run(queries)
+    timings["retrieval"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    context, fetch = _contexts(config, output.hits, corpus)
+    timings["context"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    rankings = rankings_frame(output.hits, pipeline.names[-1], by_id)
+    level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
+    qrels = (
+        benchmark.qrels(config.split)
+        if level == "document"
+        else chunk_qrels_for(benchmark, chunks, config.chunking, config.split)
+    )
+
+    def measure(frame: pd.DataFrame) -> Evaluation:
+        return evaluate(
+            level_run(frame, level),
+            qrels,
+            config.evaluation.measures,
+            ties=config.evaluation.ties,
+            duplicates=config.evaluation.duplicates,
+            relevance=config.evaluation.relevance,
+            gain=config.evaluation.gain,
+            depth=config.evaluation.depth,
+        )
+
+    evaluation = measure(rankings)
+    abstained = None
+    if config.evaluation.abstain_below is not None:
+        evaluated_run = level_run(rankings, level)
+        answerable = {c.queryId for c in cases if c.answerable}
+        abstained = abstention(
+            top_scores(evaluated_run, [c.queryId for c in cases if c.queryId not in answerable]),
+            config.evaluation.abstain_below,
+            top_scores(evaluated_run, sorted(answerable)),
+        )
+    slices = slice_table(evaluation, {c.queryId: c.slice for c in cases})
+    timings["evaluation"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    per_stage = {name: rankings_frame(output.stages[name], name, by_id) for name in pipeline.names}
+    context_frame = rankings_frame(context, CONTEXT_STAGE, by_id)
+    stage_metrics = []
+    final = pipeline.names[-1]
+    for name, frame in [*per_stage.items(), (CONTEXT_STAGE, context_frame)]:
+        # The final stage's ranking is the run's ranking: measured once, above.
+        long = (evaluation if name == final else measure(frame)).long()
+        stage_metrics.append(long.assign(stage=name))
+    inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
+    evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
+    timings["stage_evaluation"] = time.perf_counter() - started
+
+    diagnostics = _diagnostics(config, cases, output.hits, context, corpus)
+    latency = pd.DataFrame(output.latencies, columns=["query_id", "stage", "seconds"])
+    totals = latency[~latency["stage"].str.contains(":")].groupby("query_id", sort=False)["seconds"].sum()
+    latency = pd.concat(
+        [
+            latency,
+            pd.DataFrame({"query_id": list(fetch), "stage": "fetch", "seconds": list(fetch.values())}),
+            pd.DataFrame(
+                {
+                    "query_id": totals.index,
+                    "stage": "total",
+                    "seconds": totals.to_numpy() + totals.index.map(fetch).to_numpy(),
+                }
+            ),
+        ],
+        ignore_index=True,
+    )
+    return ExperimentResult(
+        config=config,
+        benchmark=benchmark,
+        level=level,
+        chunking_hash=config_hash(config.chunking),
+        rankings=rankings,
+        evaluation=evaluation,
+        slices=slices,
+        latency=latency,
+        context_tokens=diagnostics["context_tokens"].rename(None) if not diagnostics.empty else pd.Series(dtype=int),
+        failures=pd.DataFrame(output.failures, columns=["query_id", "stage", "error", "message"]),
+        timings=timings,
+        stage_names=tuple(pipeline.names),
+        stage_rankings=pd.concat([*per_stage.values(), context_frame], ignore_index=True),
+        stage_metrics=pd.concat(stage_metrics, ignore_index=True)[["stage", "query_id", "measure", "value"]],
+        evidence=evidence,
+        diagnostics=diagnostics,
+        cache_hits=pipeline.cache_hits(),
+        models={s.name: s.model_identity for s in pipeline.stages if getattr(s, "model_identity", None)},
+        external_calls=pipeline.external_calls(),
+        abstention=abstained,
+    )
+
+
+def _contexts(config: RunConfig, hits: dict[str, list], corpus: Corpus) -> tuple[dict[str, list], dict[str, float]]:
+    """What the generator would get per query: the final ranking, exact duplicates removed, the
+    first ``final_k``, cut at ``max_tokens``; and the seconds spent fetching it."""
+    from rageval.retrieval.base import Hit
+
+    count = _token_counter(config)
+    out: dict[str, list] = {}
+    seconds: dict[str, float] = {}
+    for qid, query_hits in hits.items():
+        started = time.perf_counter()
+        ids = [h.chunk_id for h in query_hits]
+        if config.context.dedup == "exact":
+            ids = exact_dedup(ids, corpus, limit=config.final_k)
+        ids = ids[: config.final_k]
+        if config.context.max_tokens is not None:
+            kept, used = [], 0
+            for chunk_id in ids:
+                used += count(corpus.by_id(chunk_id).text)
+                if used > config.context.max_tokens:
+                    break
+                kept.append(chunk_id)
+            ids = kept
+        scores = {h.chunk_id: h.score for h in query_hits}
+        out[qid] = [Hit(c, scores[c]) for c in ids]
+        seconds[qid] = time.perf_counter() - started
+    return out, seconds
+
+
+def _token_counter(config: RunConfig) -> Callable[[str], int]:
+    tokenizer = get_tokenizer(config.context.tokenizer or config.chunking.tokenizer)
+    return lambda text: len(tokenizer(text))
+
+
+def _diagnostics(
+    config: RunConfig, cases: list, hits: dict[str, list], context: dict[str, list], corpus: Corpus
+) -> pd.DataFrame:
+    """Per query: context size and tokens (with overlapping text counted once), redundancy in the
+    final top ``final_k``, permission leaks, and the top score (for abstention)."""
+    count = _token_counter(config)
+    rows = []
+    for case in cases:
+        qid = case.queryId
+        final = [corpus.by_id(h.chunk_id) for h in hits.get(qid, [])]
+        chunks = [corpus.by_id(h.chunk_id) for h in context.get(qid, [])]
+        top = final[: config.final_k]
+        principal = case.principal
+        leaks = [not visible(corpus.documents[c.parent_id], principal) for c in final]
+
+        merged = merged_spans(chunks)
+        dedup_tokens = sum(
+            count(corpus.documents[parent].text[start:end]) for parent, spans in merged.items() for start, end in spans
+        )
+        rows.append(
+            {
+                "query_id": qid,
+                "context_chunks": len(chunks),
+                "context_tokens": sum(count(c.text) for c in chunks),
+                "context_tokens_dedup": dedup_tokens,
+                "context_characters_covered": covered_characters(chunks),
+                "unique_parents": len({c.parent_id for c in top}),
+                "overlap_ratio": overlap_ratio(top),
+                "exact_duplicates": len(top) - len(exact_dedup([c.chunk_id for c in top], corpus)),
+                "permission_leaks": sum(leaks),
+                "permission_leaks_context": sum(not visible(corpus.documents[c.parent_id], principal) for c in chunks),
+                "top_score": hits[qid][0].score if hits.get(qid) else np.nan,
+            }
+        )
+    frame = pd.DataFrame(rows).set_index("query_id") if rows else pd.DataFrame()
+    return frame
+
+
+def level_run(rankings: pd.DataFrame, level: str) -> pd.DataFrame:
+    """A chunk ranking as evaluated at ``level``: ``query_id, doc_id, score, rank``.
+
+    ``passage``: chunk IDs as ranked. ``document``: each parent once, at its best-ranked chunk,
+    ranks renumbered.
+    """
+    if level == "document":
+        return rollup_to_parent(rankings)
+    if level == "passage":
+        frame = rankings.rename(columns={"chunk_id": "doc_id"})
+        return frame[["query_id", "doc_id", "score", "rank"]].reset_index(drop=True)
+    raise EvaluationError(f"unknown evaluation level {level!r}; valid choices are document, passage")
+
+
+def slice_table(evaluation: Evaluation, slices: dict[str, list[str]]) -> pd.DataFrame:
+    """Mean of each measure per slice label, over the evaluated queries carrying that label."""
+    per_query = evaluation.per_query
+    labels = sorted({label for values in slices.values() for label in values})
+    rows = {}
+    for label in labels:
+        members = [q for q in per_query.index if label in slices.get(q, ())]
+        values = per_query.loc[members]
+        rows[label] = {"queries": len(members), **values.mean().to_dict()}
+    frame = pd.DataFrame.from_dict(rows, orient="index", columns=["queries", *per_query.columns])
+    frame.index.name = "slice"
+    return frame.astype({"queries": int})

@@ -1,0 +1,108 @@
+"""Measure every stage of a pipeline on its own, and find where each query's evidence was lost.
+
+Pure functions over rankings frames (``query_id, rank, chunk_id, parent_id, score``); nothing here
+runs a retriever or records anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from rageval.benchmark.chunking import Chunk
+from rageval.retrieval.base import Hit
+
+RANKING_COLUMNS = ["query_id", "rank", "chunk_id", "parent_id", "score", "stage"]
+CONTEXT_STAGE = "context"
+
+
+def rankings_frame(hits: Mapping[str, Sequence[Hit]], stage: str, chunks: Mapping[str, Chunk]) -> pd.DataFrame:
+    rows = [
+        (qid, rank, hit.chunk_id, chunks[hit.chunk_id].parent_id, hit.score, stage)
+        for qid, query_hits in hits.items()
+        for rank, hit in enumerate(query_hits, start=1)
+    ]
+    return pd.DataFrame(rows, columns=RANKING_COLUMNS).astype({"rank": np.int64, "score": np.float64})
+
+
+def level_items(rankings: pd.DataFrame, level: str) -> dict[str, set[str]]:
+    """The items (chunk IDs, or parent IDs at document level) each query's ranking holds."""
+    column = "parent_id" if level == "document" else "chunk_id"
+    return {qid: set(group) for qid, group in rankings.groupby("query_id", sort=False)[column]}
+
+
+def evidence_trail(
+    stage_rankings: Mapping[str, pd.DataFrame],
+    inputs: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, int]],
+    level: str,
+    context_rankings: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """For each relevant item (grade >= 1) of each query: which retrievers found it, and the first
+    stage that had it among its inputs but not in its output (``context`` when the final stage had
+    it but the context cut it).
+
+    Columns: ``query_id, item_id, grade, found_by, lost_at, status`` with status one of ``kept`` (in
+    the last ranking: the context when given), ``dropped`` or ``not-retrieved``.
+    """
+    order = list(stage_rankings)
+    held = {stage: level_items(frame, level) for stage, frame in stage_rankings.items()}
+    if context_rankings is not None:
+        held[CONTEXT_STAGE] = level_items(context_rankings, level)
+        inputs = {**inputs, CONTEXT_STAGE: [order[-1]]}
+        order = [*order, CONTEXT_STAGE]
+    rows = []
+    for qid, judged in qrels.items():
+        for item, grade in sorted(judged.items()):
+            if grade < 1:
+                continue
+            found_by = [s for s in order if not inputs.get(s) and item in held[s].get(qid, ())]
+            lost_at = None
+            for stage in order:
+                fed = any(item in held[source].get(qid, ()) for source in inputs.get(stage, ()))
+                if fed and item not in held[stage].get(qid, ()):
+                    lost_at = stage
+                    break
+            if item in held[order[-1]].get(qid, ()):
+                status = "kept"
+            elif found_by:
+                status = "dropped"
+            else:
+                status = "not-retrieved"
+            rows.append((qid, item, grade, ",".join(found_by), lost_at, status))
+    return pd.DataFrame(rows, columns=["query_id", "item_id", "grade", "found_by", "lost_at", "status"])
+
+
+def describe_loss(row: pd.Series) -> str:
+    """``found by dense, dropped by fusion`` — one line a person reads."""
+    if row["status"] == "not-retrieved":
+        return "not retrieved by any retriever"
+    found = f"found by {row['found_by'].replace(',', ' and ')}"
+    return f"{found}, dropped by {row['lost_at']}" if row["lost_at"] else f"{found}, kept"
+
+
+def overlap_ratio(chunks: Sequence[Chunk]) -> float:
+    """1 - (characters covered / characters in all chunks): 0 when no two chunks share text of
+    the same parent."""
+    total = sum(c.end - c.start for c in chunks)
+    if total == 0:
+        return 0.0
+    return 1.0 - covered_characters(chunks) / total
+
+
+def merged_spans(chunks: Sequence[Chunk]) -> dict[str, list[tuple[int, int]]]:
+    """Per parent, the union of the chunks' character spans."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for chunk in sorted(chunks, key=lambda c: (c.parent_id, c.start)):
+        merged = spans.setdefault(chunk.parent_id, [])
+        if merged and chunk.start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], chunk.end))
+        else:
+            merged.append((chunk.start, chunk.end))
+    return spans
+
+
+def covered_characters(chunks: Sequence[Chunk]) -> int:
+    return sum(end - start for spans in merged_spans(chunks).values() for start, end in spans)

@@ -1,0 +1,1 @@
+"""Relevance judging: pools from runs, blind assessor sheets, imported labels and adjudication."""

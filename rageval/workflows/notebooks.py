@@ -1,0 +1,159 @@
+"""Papermill execution: check parameters against the `parameters` cell, then run in a private kernel.
+
+Papermill only warns about an unknown parameter and injects parameters even into a notebook
+without a `parameters` cell; here both are errors raised before any cell runs. Each execution
+gets a kernel on IPC sockets under a fresh temporary folder: no TCP warning, and parallel runs
+never share a socket path.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rageval.errors import NotebookExecutionError, ParameterError, Problem
+
+if TYPE_CHECKING:
+    from rageval.tracking.store import Tracker
+
+
+def notebook_parameters(path: str | Path) -> dict[str, Any]:
+    """The parameters a notebook declares in its `parameters` cell, with their defaults."""
+    import nbformat
+
+    path = Path(path)
+    if not path.is_file():
+        raise ParameterError(Problem(file=str(path), message="notebook not found", fix="check the path"))
+    notebook = nbformat.read(path, as_version=4)
+    if not any("parameters" in cell.get("metadata", {}).get("tags", []) for cell in notebook.cells):
+        raise ParameterError(
+            Problem(
+                file=str(path), message="no cell is tagged 'parameters'", fix="tag the cell that defines the parameters"
+            )
+        )
+    import papermill
+
+    try:
+        declared = papermill.inspect_notebook(str(path))
+    except ValueError as exc:  # no kernel or language in the notebook's metadata
+        raise ParameterError(
+            Problem(
+                file=str(path),
+                field="metadata",
+                message=str(exc),
+                fix="save it from JupyterLab with the Python 3 kernel",
+            )
+        ) from None
+    return {name: info["default"] for name, info in declared.items()}
+
+
+def check_parameters(path: str | Path, given: Mapping[str, Any], required: Sequence[str] = ()) -> None:
+    """Refuse unknown parameters, and required ones the notebook does not declare."""
+    declared = notebook_parameters(path)
+    problems = [
+        Problem(
+            file=str(path),
+            field=name,
+            message="unknown notebook parameter",
+            fix=f"declared parameters: {', '.join(declared) or 'none'}",
+        )
+        for name in given
+        if name not in declared
+    ]
+    problems += [
+        Problem(
+            file=str(path),
+            field=name,
+            message="the notebook's parameters cell does not declare this parameter",
+            fix=f"add `{name} = None` to it",
+        )
+        for name in required
+        if name not in declared and name not in given
+    ]
+    if problems:
+        raise ParameterError(problems)
+
+
+def _ipc_kernel_manager() -> type:
+    from jupyter_client import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        """A kernel on IPC sockets in a folder of its own."""
+
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self._socket_dir = tempfile.mkdtemp(prefix="rageval-kernel-")
+            self.transport = "ipc"
+            self.ip = str(Path(self._socket_dir) / "kernel")
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            if not restart:
+                shutil.rmtree(self._socket_dir, ignore_errors=True)
+
+    return IPCKernelManager
+
+
+def execute_notebook(
+    path: str | Path,
+    output: str | Path,
+    parameters: Mapping[str, Any],
+    *,
+    cwd: str | Path | None = None,
+    timeout: int | None = None,
+) -> None:
+    """Execute ``path`` into ``output`` with ``parameters``. A cell error raises papermill's
+    ``PapermillExecutionError``; ``output`` then holds the partial executed notebook."""
+    import papermill
+
+    papermill.execute_notebook(
+        str(path),
+        str(output),
+        parameters=dict(parameters),
+        kernel_name="python3",
+        # papermill's cwd= chdirs the whole process, which races between parallel runs in threads
+        # (a sweep); the kernel's working directory is set through its resources instead.
+        cwd=None,
+        resources={"metadata": {"path": str(cwd or Path(path).parent)}},
+        progress_bar=False,
+        log_output=False,
+        execution_timeout=timeout,
+        kernel_manager_class=_ipc_kernel_manager(),
+    )
+
+
+def notebook_timings(path: Path) -> dict[str, float]:
+    """Kernel start-up: from papermill's start to the first cell's start."""
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    start = notebook.metadata.get("papermill", {}).get("start_time")
+    cells = [c.metadata.get("papermill", {}).get("start_time") for c in notebook.cells if c.cell_type == "code"]
+    cells = [c for c in cells if c]
+    if not start or not cells:
+        return {}
+    first = min(datetime.fromisoformat(c) for c in cells)
+    return {"kernel_start": (first - datetime.fromisoformat(start)).total_seconds()}
+
+
+def execute_into(
+    tracker: Tracker, run_id: str, notebook: Path, parameters: Mapping[str, Any], timeout: int | None
+) -> None:
+    """Execute ``notebook`` logging into ``run_id``, attach it and seal; FAILED on any error."""
+    with tempfile.TemporaryDirectory(prefix="rageval-nb-") as tmp:
+        executed = Path(tmp) / notebook.name
+        try:
+            execute_notebook(
+                notebook, executed, {**parameters, "run_id": run_id, "tracking_uri": tracker.uri}, timeout=timeout
+            )
+            tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
+        except BaseException as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            tracker.fail(run_id, message, executed if executed.exists() else None)
+            if isinstance(exc, Exception):
+                raise NotebookExecutionError(f"run {run_id} FAILED: {message}", run_id=run_id) from exc
+            raise

@@ -1,0 +1,141 @@
+"""Reading sealed runs back from the store for a comparison: their artifacts, configurations and the
+benchmark judgments they were evaluated against."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+import yaml
+from pydantic import ValidationError
+
+from rageval.analysis.compare import (
+    CONTRACT_TAGS,
+    ComparisonInputs,
+    Judgments,
+    check_comparable,
+    short_value,
+)
+from rageval.benchmark.chunking import config_hash
+from rageval.benchmark.schema import ChunkingConfig
+from rageval.errors import ComparisonError, TrackingError
+from rageval.tracking.store import RunArtifacts, Tracker
+
+# --------------------------------------------------------------------------- reading the runs
+
+
+def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
+    """Load the benchmark the runs used (refusing one whose hashes differ from the runs') and
+    re-chunk it with each run's chunking, for texts and chunk-level judgments."""
+    from rageval.benchmark.chunking import chunk_corpus, chunk_qrels, config_hash
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.config.load import config_from_yaml
+
+    first = runs[0]
+    config = config_from_yaml(first.config_yaml)
+    try:
+        benchmark = load_benchmark(config.benchmark)
+    except Exception as exc:  # noqa: BLE001 - any load failure becomes the same explained refusal
+        raise ComparisonError(
+            f"the benchmark run {first.info.run_id} used ({config.benchmark}) cannot be loaded: {exc}; "
+            "per-query diffs need its texts and judgments"
+        ) from None
+    changed = [
+        f"{CONTRACT_TAGS[tag]}: run has {short_value(first.info.tags.get(tag))}, {benchmark.path} has {short_value(benchmark.hashes[tag.rsplit('.', 1)[1]])}"
+        for tag in ("rageval.hash.corpus", "rageval.hash.cases", "rageval.hash.qrels")
+        if first.info.tags.get(tag) != benchmark.hashes[tag.rsplit(".", 1)[1]]
+    ]
+    if changed:
+        raise ComparisonError(
+            f"the benchmark at {benchmark.path} is not the version run {first.info.run_id} used; check out that version",
+            differences=changed,
+        )
+    level = first.info.tags.get("rageval.level") or benchmark.spec.relevanceUnit
+    cases = benchmark.cases_for(config.split)
+    texts: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] | None = None
+    seen = set()
+    for run in runs:
+        chunking = config_from_yaml(run.config_yaml).chunking
+        if config_hash(chunking) in seen:
+            continue
+        seen.add(config_hash(chunking))
+        chunks = chunk_corpus(benchmark.documents.values(), chunking)
+        texts.update({c.chunk_id: c.text for c in chunks})
+        if qrels is None and level == "passage":
+            qrels = chunk_qrels(cases, chunks)
+    if qrels is None:
+        qrels = benchmark.qrels(config.split)
+    return Judgments(level=level, qrels=qrels, queries={c.queryId: c.query for c in cases}, texts=texts)
+
+
+def load_inputs(
+    tracker: Tracker,
+    baseline: str,
+    candidates: Sequence[str] = (),
+    *,
+    sweep: str | None = None,
+    allow_mismatch: bool = False,
+    warnings: Sequence[str] = (),
+) -> ComparisonInputs:
+    """Pull the baseline, the candidates and a sweep's sealed members (candidates too) from the store."""
+    notes = list(warnings)
+    ids = list(dict.fromkeys(candidates))
+    members: list[str] = []
+    if sweep:
+        for child in tracker.children(sweep):
+            if child.sealed:
+                members.append(child.run_id)
+            else:
+                note = f"sweep member {child.name} ({child.run_id}) is {child.status}, not sealed: left out"
+                notes += [] if note in notes else [note]
+        ids += [m for m in members if m not in ids]
+    ids = [i for i in ids if i != baseline]
+    if not ids:
+        raise ComparisonError("nothing to compare: give --candidate RUN (or --sweep PARENT with sealed members)")
+    infos = [tracker.run(r) for r in (baseline, *ids)]
+    found = check_comparable(infos[0], infos[1:], allow_mismatch=allow_mismatch)
+    loaded = {r: tracker.run_artifacts(r) for r in (baseline, *ids)}
+    runs = [loaded[baseline], *(loaded[i] for i in ids)]
+    return ComparisonInputs(
+        baseline=loaded[baseline],
+        candidates=[loaded[i] for i in ids],
+        judgments=judgments_for(runs),
+        sweep=[loaded[m] for m in members if m in loaded] + ([loaded[baseline]] if sweep else []),
+        differences=found,
+        warnings=notes,
+    )
+
+
+def run_rankings(
+    tracker: Tracker, run_ids: Sequence[str]
+) -> tuple[dict[str, pd.DataFrame], list[ChunkingConfig], str | None, str | None, dict[str, str | None]]:
+    """Each sealed run's rankings, its chunking (rebuilt from its params and checked against its
+    hash tag), and the benchmark folder and split the runs share (``None`` where they differ)."""
+    frames, configs, benchmarks, splits, cases = {}, [], set(), set(), {}
+    for run_id in run_ids:
+        info = tracker.run(run_id)
+        frames[run_id] = tracker.rankings(run_id)
+        section = {
+            k.removeprefix("chunking."): yaml.safe_load(v) for k, v in info.params.items() if k.startswith("chunking.")
+        }
+        try:
+            config = ChunkingConfig.model_validate(section)
+        except ValidationError as exc:
+            raise TrackingError(
+                f"run {run_id}: its chunking params are not a chunking ({exc.error_count()} errors)"
+            ) from None
+        recorded = info.tags.get("rageval.chunking.hash")
+        if recorded and recorded != config_hash(config):
+            raise TrackingError(
+                f"run {run_id}: its chunking params hash to {config_hash(config)}, its tag says {recorded}"
+            )
+        configs.append(config)
+        benchmarks.add(info.params.get("benchmark"))
+        splits.add(info.tags.get("rageval.split"))
+        cases[run_id] = info.tags.get("rageval.hash.cases")
+    return frames, configs, _only(benchmarks), _only(splits), cases
+
+
+def _only(values: set[str | None]) -> str | None:
+    return next(iter(values)) if len(values) == 1 else None

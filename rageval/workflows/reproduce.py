@@ -1,0 +1,258 @@
+"""``rageval reproduce RUN``: re-execute a sealed run from its record and compare.
+
+What a run records is enough to run it again: its resolved configuration (``config.yaml``), the
+benchmark's path, version and content hashes, and the git commit of the code. Reproduction
+
+1. refuses a run that is not sealed or no longer verifies (tampered), a run made from a dirty
+   working tree (unless ``allow_dirty``: then its recorded ``git/diff.patch`` is applied), a
+   commit this repository does not have, and a benchmark whose hashes changed since;
+2. checks the commit out into a temporary git worktree and runs the configuration there, with
+   that commit's code and notebook, into the same tracking store (a new sealed run);
+3. compares the two runs stage by stage: identical rankings are required of deterministic stages;
+   for stages downstream of a neural model (dense, rerank) the largest score difference and the
+   queries whose ranking changed are reported;
+4. logs the comparison as a sealed record run tagged with both run IDs.
+
+Our stages use no random numbers, so there are no seeds to restore; the record says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rageval.benchmark.loading import load_benchmark
+from rageval.config.load import config_from_yaml
+from rageval.errors import ReproductionError
+from rageval.experiment.stages import CONTEXT_STAGE
+from rageval.retrieval.pipeline import stage_inputs
+from rageval.retrieval.schema import StageConfig
+from rageval.tracking.store import Tracker
+
+NEURAL_TYPES = {"dense", "rerank"}
+SCORE_TOLERANCE = 1e-4
+# Metrics that describe how a run went, not what it found: they may differ on a faithful re-run.
+NOT_RESULTS = ("time_s/", "latency/", "cache/", "external_calls/", "release_evaluations")
+
+
+@dataclass
+class StageComparison:
+    stage: str
+    deterministic: bool
+    identical: bool
+    queries_changed: int
+    max_score_difference: float
+
+
+@dataclass
+class Reproduction:
+    original: str
+    reproduction: str
+    record: str = ""
+    stages: list[StageComparison] = field(default_factory=list)
+    metric_differences: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        if all(s.identical for s in self.stages):
+            return "identical"
+        if all(s.identical or (not s.deterministic and s.max_score_difference <= SCORE_TOLERANCE) for s in self.stages):
+            return "within tolerance"
+        return "differs"
+
+    @property
+    def reproduced(self) -> bool:
+        return self.verdict != "differs"
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([s.__dict__ for s in self.stages])
+
+
+def _git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise ReproductionError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done
+
+
+def neural_stages(stages: Sequence[StageConfig]) -> set[str]:
+    """Stages whose scores come from a neural model, every stage fed by one, and the context when
+    it is cut from such a stage's ranking. Inputs are wired as the pipeline wires them."""
+    out: set[str] = set()
+    for stage, inputs in zip(stages, stage_inputs(stages), strict=True):
+        if stage.type in NEURAL_TYPES or any(i in out for i in inputs):
+            out.add(stage.name)
+    if stages and stages[-1].name in out:
+        out.add(CONTEXT_STAGE)
+    return out
+
+
+def compare_rankings(a: pd.DataFrame, b: pd.DataFrame, neural: set[str]) -> list[StageComparison]:
+    """Per stage: same (query, rank, chunk) rows, and the largest score difference."""
+    out = []
+    for stage in list(dict.fromkeys(a["stage"])):
+        left = a[a["stage"] == stage].set_index(["query_id", "rank"])
+        right = b[b["stage"] == stage].set_index(["query_id", "rank"])
+        joined = left[["chunk_id", "score"]].join(right[["chunk_id", "score"]], how="outer", suffixes=("_a", "_b"))
+        same_chunk = joined["chunk_id_a"] == joined["chunk_id_b"]
+        changed = joined.index[~same_chunk].get_level_values(0).unique()
+        both = joined[same_chunk]
+        difference = float(np.abs(both["score_a"] - both["score_b"]).max()) if len(both) else 0.0
+        out.append(
+            StageComparison(
+                stage=stage,
+                deterministic=stage not in neural,
+                identical=bool(same_chunk.all()) and difference == 0.0,
+                queries_changed=len(changed),
+                max_score_difference=difference,
+            )
+        )
+    return out
+
+
+def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo: Path | None = None) -> Reproduction:
+    tracker.verify_or_raise(run_id)  # unsealed: TrackingError; tampered: VerificationError
+    info = tracker.run(run_id)
+    commit = info.tags.get("rageval.git.commit", "unknown")
+    dirty = info.tags.get("rageval.git.dirty")
+    if commit == "unknown":
+        raise ReproductionError(
+            f"run {run_id} records no git commit (it was not made from a git checkout); it cannot be re-executed from its record"
+        )
+    if dirty == "true" and not allow_dirty:
+        raise ReproductionError(
+            f"run {run_id} was made from a dirty working tree (commit {commit[:12]} plus uncommitted changes)",
+            fix="pass --allow-dirty to re-apply the diff the run recorded, and have the reproduction marked so",
+        )
+    repo = Path(repo or _git(Path.cwd(), "rev-parse", "--show-toplevel", check=False).stdout.strip() or Path.cwd())
+    if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
+        raise ReproductionError(
+            f"commit {commit} of run {run_id} is not in the repository at {repo}",
+            fix="fetch it (git fetch --all), or run reproduce inside the checkout that made the run",
+        )
+
+    patch = b""
+    with tempfile.TemporaryDirectory(prefix="rageval-reproduce-") as tmp:
+        tmp_path = Path(tmp)
+        config_text = tracker.download_sealed(run_id, "config.yaml", tmp_path / "original").read_text()
+        config = config_from_yaml(config_text)
+        _check_benchmark(run_id, info.tags, config.benchmark)
+        worktree = tmp_path / "worktree"
+        _git(repo, "worktree", "add", "--detach", str(worktree), commit)
+        try:
+            if dirty == "true":
+                patch_file = tracker.download_sealed(run_id, "git/diff.patch", tmp_path / "patch")
+                patch = patch_file.read_bytes()
+                if patch:
+                    _git(worktree, "apply", "--whitespace=nowarn", str(patch_file))
+            # Inside the worktree (untracked, so not "dirty"): the new run records the same commit.
+            config_file = worktree / "rageval-reproduce.yaml"
+            config_file.write_text(config_text)
+            new_run = _run_in(worktree, config_file, tracker.uri, tracker.experiment_name(info.experiment_id))
+        finally:
+            _git(repo, "worktree", "remove", "--force", str(worktree), check=False)
+
+    result = Reproduction(original=run_id, reproduction=new_run)
+    neural = neural_stages(config.retrieval.stages)
+    try:
+        before, after = (
+            tracker.sealed_frame(run_id, "stage_rankings.parquet"),
+            tracker.sealed_frame(new_run, "stage_rankings.parquet"),
+        )
+    except Exception:  # noqa: BLE001 - runs from before per-stage rankings existed: compare the final ranking
+        before, after = tracker.rankings(run_id), tracker.rankings(new_run)
+    result.stages = compare_rankings(before, after, neural)
+    original_metrics, new_metrics = info.metrics, tracker.run(new_run).metrics
+    result.metric_differences = {
+        k: abs(original_metrics[k] - new_metrics[k])
+        for k in original_metrics
+        if k in new_metrics and not k.startswith(NOT_RESULTS)
+    }
+    result.record = _record(tracker, info.experiment_id, result, patch if dirty == "true" else None)
+    return result
+
+
+def _check_benchmark(run_id: str, tags: dict[str, str], path: str) -> None:
+    if not Path(path).is_dir():
+        raise ReproductionError(
+            f"run {run_id} used the benchmark at {path}, which is gone", fix="restore that benchmark version"
+        )
+    now = load_benchmark(path).hashes
+    changed = [k for k in ("corpus", "cases", "qrels") if tags.get(f"rageval.hash.{k}") != now[k]]
+    if changed:
+        raise ReproductionError(
+            f"the benchmark at {path} changed since run {run_id} ({', '.join(changed)} hash differs)",
+            fix="restore the benchmark version the run used (benchmark versions are append-only folders)",
+        )
+
+
+def _run_in(worktree: Path, config_file: Path, tracking_uri: str, experiment: str) -> str:
+    """Run the configuration with the worktree's code (first on the path) and notebook."""
+    script = (
+        "import json, sys\n"
+        "try:\n"
+        "    from rageval.tracking.store import Tracker\n"
+        "    from rageval.workflows.run import execute_run\n"
+        "except ImportError:  # a commit from before the package layout of docs/architecture.md\n"
+        "    from rageval.runner import execute_run\n"
+        "    outcome = execute_run(sys.argv[1], tracking_uri=sys.argv[2], experiment=sys.argv[3])\n"
+        "else:\n"
+        "    outcome = execute_run(sys.argv[1], tracker=Tracker(sys.argv[2]), experiment=sys.argv[3])\n"
+        "print(json.dumps({'run_id': outcome.run_id}))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(worktree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(config_file), tracking_uri, experiment],
+        cwd=worktree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise ReproductionError(f"re-executing the run at its commit failed:\n{done.stderr.strip()[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["run_id"]
+
+
+def _record(tracker: Tracker, experiment_id: str, result: Reproduction, patch: bytes | None) -> str:
+    """A sealed run holding the comparison; a reproduction of a dirty run carries the re-applied diff."""
+    record = tracker.create_run(
+        tracker.experiment_name(experiment_id),
+        f"reproduce {result.original[:8]}",
+        params={"original_run": result.original, "reproduction_run": result.reproduction, "seeds": "none used"},
+        tags={
+            "rageval.kind": "reproduction",
+            "rageval.reproduce.original": result.original,
+            "rageval.reproduce.run": result.reproduction,
+            "rageval.reproduce.verdict": result.verdict,
+            "rageval.reproduce.dirty": str(patch is not None).lower(),
+        },
+    )
+    stages = result.table()
+    tracker.log_metrics(
+        record,
+        {
+            "max_score_difference": float(stages["max_score_difference"].max()) if len(stages) else 0.0,
+            "queries_changed": int(stages["queries_changed"].max()) if len(stages) else 0,
+            "max_metric_difference": max(result.metric_differences.values(), default=0.0),
+        },
+    )
+    tracker.log_bytes(record, "reproduction.csv", stages.to_csv(index=False).encode())
+    if patch is not None:
+        tracker.log_bytes(record, "git/diff.patch", patch)
+    tracker.log_bytes(
+        record, "metric_differences.json", json.dumps(result.metric_differences, indent=2, sort_keys=True).encode()
+    )
+    tracker.seal(record)
+    return record

@@ -1,0 +1,199 @@
+"""``rageval run``: configuration → MLflow run → executed notebook → sealed run.
+
+Order matters for honesty: everything that can be checked is checked before a run exists
+(configuration, overrides, notebook parameters, the benchmark and its hashes). The notebook then
+logs results into the run; the executed notebook is attached; the run is sealed last. A notebook
+error ends the run FAILED (never sealed); a killed process leaves a RUNNING, unsealed run that
+nothing treats as a result.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rageval.benchmark.chunking import config_hash
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.benchmark.schema import RELEASE_SPLIT
+from rageval.config.load import dump_config, flatten, load_config
+from rageval.config.schema import RunConfig
+from rageval.errors import NotebookExecutionError
+from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
+from rageval.paths import project_root
+from rageval.tracking.store import Tracker, environment
+from rageval.workflows.guards import record_release_evaluation
+from rageval.workflows.notebooks import check_parameters, execute_notebook, notebook_timings
+from rageval.workflows.provenance import RAGEVAL_VERSION, git_diff, git_state
+
+# What rageval passes to every evaluation notebook; its parameters cell must declare them.
+RUN_PARAMETERS = ("config_yaml", "run_id", "tracking_uri")
+
+
+def default_notebook() -> Path:
+    return project_root() / "notebooks" / "evaluate.ipynb"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    experiment: str
+    sealed: str  # the manifest's sha256
+    metrics: dict[str, float]
+    measures: dict[str, str]  # MLflow key → measure string
+    seconds: dict[str, float]
+
+
+def run_tags(config: RunConfig, benchmark: Benchmark, config_file: Path, family: str | None = None) -> dict[str, str]:
+    level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
+    return {
+        **git_state(config_file.resolve().parent),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.config.name": config.name,
+        # Release evaluations are counted per family: a sweep's members share their base's.
+        "rageval.config.family": family or config.name,
+        "rageval.config.file": str(config_file),
+        "rageval.benchmark.name": benchmark.spec.name,
+        "rageval.benchmark.version": benchmark.spec.version,
+        "rageval.benchmark.corpus_version": benchmark.spec.corpusVersion,
+        "rageval.hash.corpus": benchmark.hashes["corpus"],
+        "rageval.hash.cases": benchmark.hashes["cases"],
+        "rageval.hash.qrels": benchmark.hashes["qrels"],
+        "rageval.chunking.hash": config_hash(config.chunking),
+        "rageval.split": config.split,
+        "rageval.level": level,
+        "rageval.python": platform.python_version(),
+        "rageval.platform": platform.platform(),
+    }
+
+
+def run_params(config: RunConfig, overrides: Sequence[str]) -> dict[str, Any]:
+    params = flatten(config.model_dump(mode="json"))
+    for measure in parse_measures(config.evaluation.measures):
+        params[f"measure.{measure.key}"] = measure.text
+        params[f"measure_definition.{measure.key}"] = measure.definition
+    params["rageval.overrides"] = list(overrides)
+    params["metrics.contract"] = CONTRACT
+    params["metrics.contract_digest"] = CONTRACT_DIGEST
+    return params
+
+
+def cases_frame(benchmark: Benchmark, split: str) -> pd.DataFrame:
+    rows = [case.model_dump(mode="json", exclude_none=True) for case in benchmark.cases_for(split)]
+    return pd.DataFrame(
+        {
+            "queryId": [r["queryId"] for r in rows],
+            "query": [r["query"] for r in rows],
+            "slice": [",".join(r.get("slice", [])) for r in rows],
+            "relevant": [json.dumps(r["relevant"]) for r in rows],
+            "split": [r["split"] for r in rows],
+        }
+    )
+
+
+def execute_run(
+    config_file: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    benchmark: str | Path | None = None,
+    split: str | None = None,
+    tracker: Tracker,
+    experiment: str | None = None,
+    notebook: str | Path | None = None,
+    notebook_parameters: Mapping[str, Any] | None = None,
+    timeout: int | None = None,
+    run_name: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    family: str | None = None,
+    cancel: threading.Event | None = None,
+) -> RunOutcome:
+    """Run one configuration through the evaluation notebook and seal the MLflow run.
+
+    ``tags`` are added to the run's own (a sweep's parent link); ``family`` names the
+    configuration family release evaluations are counted in (default: the config's name). When
+    ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
+    """
+    started = time.perf_counter()
+    config_file = Path(config_file)
+    config = load_config(config_file, overrides, benchmark=benchmark, split=split)
+    notebook = Path(notebook) if notebook else default_notebook()
+    extra = dict(notebook_parameters or {})
+    check_parameters(notebook, extra, required=RUN_PARAMETERS)
+    bench = load_benchmark(config.benchmark)
+    bench.cases_for(config.split)  # an undeclared split fails here, before a run exists
+
+    recorded_overrides = [*overrides]
+    if benchmark is not None:
+        recorded_overrides.append(f"benchmark={config.benchmark}")
+    if split is not None:
+        recorded_overrides.append(f"split={split}")
+    experiment = experiment or bench.spec.name
+    config_yaml = dump_config(config)
+    all_tags = {**run_tags(config, bench, config_file, family), **(tags or {})}
+    dirty = all_tags.get("rageval.git.dirty") == "true"
+    run_id = tracker.create_run(
+        experiment,
+        run_name or f"{config.name}@{config.split}",
+        params=run_params(config, recorded_overrides),
+        tags=all_tags,
+        files={
+            "config.yaml": config_yaml.encode(),
+            "environment.txt": environment().encode(),
+            **({"git/diff.patch": git_diff(config_file.resolve().parent)} if dirty else {}),
+        },
+        dataset=cases_frame(bench, config.split),
+        dataset_name=f"{bench.spec.name}-{bench.spec.version}-{config.split}",
+        dataset_source=str(bench.path),
+        dataset_digest=bench.hashes["cases"][:16],
+        dataset_context=config.split,
+    )
+    if config.split == RELEASE_SPLIT:
+        try:
+            record_release_evaluation(tracker, run_id, bench, family or config.name)
+        except Exception as exc:
+            tracker.fail(run_id, f"counting the release evaluation failed: {type(exc).__name__}: {exc}")
+            raise
+    prepared = time.perf_counter()
+
+    with tempfile.TemporaryDirectory(prefix="rageval-run-") as tmp:
+        executed = Path(tmp) / notebook.name
+        parameters = {**extra, "config_yaml": config_yaml, "run_id": run_id, "tracking_uri": tracker.uri}
+        try:
+            if cancel is not None and cancel.is_set():
+                raise InterruptedError("the sweep was interrupted before this run's notebook started")
+            execute_notebook(notebook, executed, parameters, timeout=timeout)
+        except BaseException as exc:  # a cell error, a timeout, or Ctrl-C: the run ends FAILED (KILLED when cancelled)
+            message = f"{type(exc).__name__}: {exc}"
+            partial = executed if executed.exists() else None
+            killed = cancel is not None and cancel.is_set()
+            if killed:
+                tracker.kill(run_id, f"interrupted: {message}", partial)
+            else:
+                tracker.fail(run_id, message, partial)
+            if isinstance(exc, Exception):
+                status = "KILLED" if killed else "FAILED"
+                raise NotebookExecutionError(f"run {run_id} {status}: {message}", run_id=run_id) from exc
+            raise
+        executed_at = time.perf_counter()
+        try:
+            timings = notebook_timings(executed)
+            tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
+            timings["prepare"] = prepared - started
+            timings["notebook"] = executed_at - prepared
+            tracker.log_metrics(run_id, {f"time_s/{k}": v for k, v in timings.items()})
+            digest = tracker.seal(run_id)
+        except Exception as exc:
+            tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+            raise
+    timings["seal"] = time.perf_counter() - executed_at
+    info = tracker.run(run_id)
+    measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
+    return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings)

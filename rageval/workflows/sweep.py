@@ -1,0 +1,348 @@
+"""``rageval sweep``: the members of a sweep file run under one parent run.
+
+The sweep is a parent MLflow run; each member is a sealed child run (``mlflow.parentRunId``) made
+by :func:`rageval.workflows.run.execute_run`, ``workers`` at a time in threads (each notebook runs
+in its own kernel process). A failing member ends FAILED and the others go on. On Ctrl-C or SIGTERM
+the members not started are never created, running ones have their kernels stopped and end KILLED,
+finished ones stay sealed; the parent records a summary and ends KILLED (FAILED when a member
+failed, sealed when every member is).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+import pandas as pd
+
+from rageval.benchmark.loading import load_benchmark
+from rageval.config.sweep import Member, Sweep, load_sweep
+from rageval.errors import ConfigError, NotebookExecutionError, Problem, SweepError
+from rageval.evaluation import parse_measure
+from rageval.tracking.store import Tracker
+from rageval.workflows.notebooks import check_parameters
+from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+from rageval.workflows.run import RUN_PARAMETERS, default_notebook, execute_run
+
+# --------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """configs done, failed, running, ETA: one rewritten line on a terminal, plain lines otherwise."""
+
+    def __init__(self, total: int, workers: int, stream: TextIO | None = None) -> None:
+        self.total, self.workers = total, workers
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.started = time.perf_counter()
+        self.done = self.failed = self.running = 0
+        self.lock = threading.Lock()
+
+    def line(self) -> str:
+        finished = self.done + self.failed
+        elapsed = time.perf_counter() - self.started
+        eta = "?"
+        if finished:
+            per_wave = elapsed / finished * min(self.workers, self.total)
+            eta = f"{per_wave * (self.total - finished) / min(self.workers, self.total):.0f}s"
+        return f"sweep: {finished}/{self.total} configs, {self.done} sealed, {self.failed} failed, {self.running} running, {elapsed:.0f}s elapsed, ETA {eta}"
+
+    def event(self, kind: Literal["start", "sealed", "failed", "killed"], name: str) -> None:
+        with self.lock:
+            if kind == "start":
+                self.running += 1
+            else:
+                self.running -= 1
+                self.done += kind == "sealed"
+                self.failed += kind in ("failed", "killed")
+            if self.tty:
+                self.stream.write("\r\033[K" + self.line())
+            elif kind != "start":
+                self.stream.write(f"{name}: {kind} | {self.line()}\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass
+class MemberResult:
+    name: str
+    overrides: tuple[str, ...]
+    status: str = "not started"  # sealed, FAILED, KILLED, not started
+    run_id: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    parent_run_id: str
+    experiment: str
+    members: list[MemberResult]
+    wall_s: float
+    interrupted: bool = False
+    primary: tuple[str, str] = ("", "")  # the first measure: MLflow key, text
+
+    @property
+    def failed(self) -> list[MemberResult]:
+        return [m for m in self.members if m.status != "sealed"]
+
+    def check(self) -> None:
+        """Raise :class:`~rageval.errors.SweepError` unless every member is sealed."""
+        if not self.failed:
+            return
+        names = [m.name for m in self.failed]
+        what = "interrupted" if self.interrupted else f"{len(names)} of {len(self.members)} member(s) did not seal"
+        raise SweepError(
+            f"sweep (parent run {self.parent_run_id}) {what}: "
+            + "; ".join(f"{m.name}: {m.status}" + (f" ({m.error})" if m.error else "") for m in self.failed),
+            parent_run_id=self.parent_run_id,
+            failed=names,
+            interrupted=self.interrupted,
+        )
+
+
+class _Interrupted(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
+
+
+def _stop_kernels() -> int:
+    """Kill the notebook kernels this process started (its direct children running ipykernel)."""
+    import psutil
+
+    stopped = 0
+    for child in psutil.Process().children(recursive=False):
+        try:
+            if any("ipykernel" in part for part in child.cmdline()):
+                child.kill()
+                stopped += 1
+        except psutil.Error:
+            continue
+    return stopped
+
+
+def run_sweep(
+    path: str | Path,
+    *,
+    workers: int | None = None,
+    release: bool = False,
+    tracker: Tracker,
+    experiment: str | None = None,
+    notebook: str | Path | None = None,
+    notebook_parameters: dict[str, Any] | None = None,
+    timeout: int | None = None,
+    progress: TextIO | None = None,
+    on_parent: Callable[[str], None] | None = None,
+) -> SweepOutcome:
+    """Validate a sweep, then run its members ``workers`` at a time under a parent run. Returns
+    once every member has ended, failed or not; :meth:`SweepOutcome.check` raises for failures."""
+
+    started = time.perf_counter()
+    sweep = load_sweep(path, release=release)
+    workers = workers or sweep.spec.workers
+    if workers < 1:
+        raise ConfigError(Problem(file="--workers", message=f"workers must be at least 1 (got {workers})"))
+    notebook = Path(notebook).resolve() if notebook else default_notebook()
+    check_parameters(notebook, dict(notebook_parameters or {}), required=RUN_PARAMETERS)
+    bench = load_benchmark(sweep.members[0].config.benchmark)
+    experiment = experiment or bench.spec.name
+    family = (
+        sweep.members[0].config.name
+        if all(m.config.name == sweep.members[0].config.name for m in sweep.members)
+        else None
+    )
+    plan = [{"name": m.name, "overrides": list(m.overrides)} for m in sweep.members]
+    parent = tracker.create_run(
+        experiment,
+        f"sweep {sweep.spec.name}@{sweep.split}",
+        params={
+            "sweep.name": sweep.spec.name,
+            "sweep.base": str(sweep.base),
+            "sweep.members": len(sweep.members),
+            "sweep.workers": workers,
+            "sweep.release": release,
+            "sweep.split": sweep.split,
+        },
+        tags={
+            **git_state(sweep.path.resolve().parent),
+            "rageval.version": RAGEVAL_VERSION,
+            "rageval.kind": "sweep",
+            "rageval.sweep.name": sweep.spec.name,
+            "rageval.sweep.file": str(sweep.path),
+            "rageval.sweep.sha256": sweep.sha256,
+            "rageval.sweep.split": sweep.split,
+            "rageval.sweep.release": str(release).lower(),
+            "rageval.benchmark.name": bench.spec.name,
+            "rageval.benchmark.version": bench.spec.version,
+        },
+        files={"sweep.yaml": sweep.path.read_bytes(), "members.json": json.dumps(plan, indent=2).encode()},
+    )
+    if on_parent is not None:
+        on_parent(parent)
+
+    cancel = threading.Event()
+    results = {m.name: MemberResult(m.name, m.overrides) for m in sweep.members}
+    bar = Progress(len(sweep.members), workers, progress)
+
+    def member(m: Member) -> None:
+        result = results[m.name]
+        if cancel.is_set():
+            return
+        bar.event("start", m.name)
+        begun = time.perf_counter()
+        try:
+            outcome = execute_run(
+                sweep.base,
+                overrides=m.overrides,
+                benchmark=sweep.benchmark,
+                split=sweep.spec.split,
+                tracker=tracker,
+                experiment=experiment,
+                notebook=notebook,
+                notebook_parameters=notebook_parameters,
+                timeout=timeout,
+                run_name=f"{sweep.spec.name}/{m.name}",
+                family=family,
+                cancel=cancel,
+                tags={
+                    "mlflow.parentRunId": parent,
+                    "rageval.sweep.parent": parent,
+                    "rageval.sweep.name": sweep.spec.name,
+                    "rageval.sweep.member": m.name,
+                    "rageval.sweep.release": str(release).lower(),
+                },
+            )
+        except NotebookExecutionError as exc:
+            result.run_id, result.error = exc.run_id, str(exc)
+            result.status = "KILLED" if cancel.is_set() else "FAILED"
+        except Exception as exc:  # noqa: BLE001 - any other error fails this member, recorded in the summary
+            result.error, result.status = f"{type(exc).__name__}: {exc}", "FAILED"
+        else:
+            result.run_id, result.metrics, result.status = outcome.run_id, outcome.metrics, "sealed"
+        finally:
+            _close_thread_loop()
+        result.seconds = time.perf_counter() - begun
+        bar.event({"sealed": "sealed", "KILLED": "killed"}.get(result.status, "failed"), m.name)
+
+    interrupted = False
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+
+        def on_term(signum: int, frame: Any) -> None:
+            raise _Interrupted()
+
+        previous = signal.signal(signal.SIGTERM, on_term)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rageval-sweep")
+    futures: list[Future[None]] = []
+    try:
+        futures = [pool.submit(member, m) for m in sweep.members]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+    except (KeyboardInterrupt, _Interrupted):
+        interrupted = True
+        cancel.set()
+        for future in futures:
+            future.cancel()
+        _drain(futures)
+    finally:
+        pool.shutdown(wait=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        bar.close()
+
+    return _finish(
+        tracker, parent, experiment, sweep, list(results.values()), time.perf_counter() - started, interrupted
+    )
+
+
+def _close_thread_loop() -> None:
+    """papermill leaves an event loop in each thread it ran in; close it here rather than leave its
+    sockets to the garbage collector (the next notebook in this thread opens a new one)."""
+    import asyncio
+
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        return
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
+    asyncio.set_event_loop(None)
+
+
+def _drain(futures: Sequence[Future[None]]) -> None:
+    """Stop running kernels until every member has ended; a second Ctrl-C does not cut this short."""
+    while not all(f.done() for f in futures):
+        try:
+            _stop_kernels()
+            wait([f for f in futures if not f.done()], timeout=0.5)
+        except (KeyboardInterrupt, _Interrupted):
+            continue
+
+
+def _finish(
+    tracker: Any,
+    parent: str,
+    experiment: str,
+    sweep: Sweep,
+    members: list[MemberResult],
+    wall: float,
+    interrupted: bool,
+) -> SweepOutcome:
+
+    summary = {
+        "sweep": sweep.spec.name,
+        "file": str(sweep.path),
+        "sha256": sweep.sha256,
+        "interrupted": interrupted,
+        "wall_s": wall,
+        "members": [m.__dict__ | {"overrides": list(m.overrides)} for m in members],
+    }
+    counts = {
+        status: sum(m.status == status for m in members) for status in ("sealed", "FAILED", "KILLED", "not started")
+    }
+    table = pd.DataFrame(
+        [
+            {**{k: v for k, v in m.__dict__.items() if k != "metrics"}, "overrides": " ".join(m.overrides)}
+            for m in members
+        ]
+    )
+    tracker.log_bytes(parent, "summary.json", json.dumps(summary, indent=2, default=str).encode())
+    tracker.log_bytes(parent, "summary.csv", table.to_csv(index=False).encode())
+    tracker.log_metrics(
+        parent,
+        {
+            "wall_s": wall,
+            "members_total": len(members),
+            **{f"members_{k.lower().replace(' ', '_')}": v for k, v in counts.items()},
+        },
+    )
+    first = parse_measure(sweep.members[0].config.evaluation.measures[0])
+    outcome = SweepOutcome(parent, experiment, members, wall, interrupted, (first.key, first.text))
+    failed = [m.name for m in outcome.failed]
+    if interrupted:
+        tracker.kill(
+            parent,
+            f"interrupted: {counts['sealed']} sealed, {counts['KILLED']} killed, "
+            f"{counts['FAILED']} failed, {counts['not started']} never started",
+        )
+    elif failed:
+        tracker.fail(parent, f"{len(failed)} of {len(members)} members failed: {', '.join(failed)}")
+    else:
+        tracker.seal(parent)
+    return outcome
