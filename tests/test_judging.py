@@ -423,6 +423,7 @@ def test_cli_pool_import_agreement_adjudicate(setup, tmp_path):
 
 
 def test_cli_pool_reads_sealed_runs(setup, tmp_path, store):
+    from rageval.config.load import dump_config, load_config
     from rageval.tracking.store import Tracker
 
     root, benchmark, chunking, chunks, rankings = setup
@@ -433,9 +434,12 @@ def test_cli_pool_reads_sealed_runs(setup, tmp_path, store):
         "rageval.hash.cases": benchmark.hashes["cases"],
         "rageval.chunking.hash": config_hash(chunking),
     }
+    # A run records its resolved configuration; its chunking is read back from there.
+    config = load_config(ROOT / "params" / "bm25.yaml", benchmark=root).model_copy(update={"chunking": chunking})
+    files = {"config.yaml": dump_config(config).encode()}
     run_ids = []
     for name in ("bm25", "random"):
-        run_id = tracker.create_run("judging", name, params=params, tags=tags)
+        run_id = tracker.create_run("judging", name, params=params, tags=tags, files=files)
         tracker.log_frame(run_id, "rankings.parquet", rankings[name])
         tracker.seal(run_id)
         run_ids.append(run_id)
@@ -450,4 +454,4 @@ def test_cli_pool_reads_sealed_runs(setup, tmp_path, store):
     expected = expected_items(benchmark, chunks, {k: rankings[k] for k in ("bm25", "random")}, 3)
     assert {(i.queryId, i.documentId, i.start, i.end) for i in manifest.items} == set(expected)
     result = runner.invoke(app, [*args, "--runs", unsealed, "--out", str(tmp_path / "other")])
-    assert result.exit_code == 1 and "is not sealed" in result.output
+    assert result.exit_code == 1 and "not sealed" in result.output

@@ -13,7 +13,8 @@ from conftest import ROOT
 from rageval.config.load import load_config
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.experiment.run import run_experiment
-from rageval.tracking.store import SEAL_TAG, Tracker, metric_names
+from rageval.tracking.records import SEAL_TAG, metric_names
+from rageval.tracking.store import Tracker
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ The cache lives in ``RAGEVAL_CACHE`` if set, else ``<project>/.rageval-cache``.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -26,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 from rageval.hashing import sha256_file
 from rageval.paths import default_cache_dir
@@ -58,8 +59,7 @@ class Cache:
         if self._valid(target, key):
             return CacheResult(target, True, digest)
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target.parent / f".{digest}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(target.parent / f".{digest}.lock"):
             if self._valid(target, key):  # built by a parallel run while we waited
                 return CacheResult(target, True, digest)
             if target.exists():

@@ -1,4 +1,4 @@
-"""The only module that talks to MLflow: create, log, fail, seal and verify runs.
+"""The store facade, the only code that talks to MLflow: create, log, fail, seal and verify runs.
 
 Everything goes through ``MlflowClient`` with explicit run IDs; the fluent API, with its active-run
 stack, is never used. MLflow itself lets anyone log into a finished run, so immutability is ours:
@@ -10,7 +10,6 @@ interrupted or in progress — is never a result.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -22,12 +21,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+from filelock import FileLock
 
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
-from rageval.evaluation import metric_key
 from rageval.hashing import sha256_bytes
 from rageval.paths import artifact_root_for, default_tracking_uri
+from rageval.tracking.records import (
+    ERROR_TAG,
+    MANIFEST,
+    SEAL_TAG,
+    Record,
+    comparison_record,
+    evaluation_record,
+    manifest_changes,
+    manifest_of,
+    png,
+    read_evaluation,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -35,60 +46,12 @@ if TYPE_CHECKING:
     from rageval.analysis import Comparison
     from rageval.experiment.run import ExperimentResult
 
-SEAL_TAG = "rageval.seal"
-ERROR_TAG = "rageval.error"
-MANIFEST = "manifest.json"
 _BATCH = 100
 
 
 def resolve_tracking_uri(uri: str | None = None) -> str:
     """``uri``, else ``MLFLOW_TRACKING_URI``, else the project's embedded store (absolute)."""
     return uri or default_tracking_uri()
-
-
-def metric_names(result: ExperimentResult) -> dict[str, float]:
-    """Every metric of a result under its MLflow key (see :func:`rageval.evaluation.metric_key`)."""
-    out: dict[str, float] = {}
-    for measure, value in result.evaluation.aggregates.items():
-        out[metric_key(measure)] = value
-    for label, row in result.slices.iterrows():
-        out[f"slice/{metric_key(str(label))}/queries"] = row["queries"]
-        for measure in result.evaluation.per_query.columns:
-            out[f"slice/{metric_key(str(label))}/{metric_key(measure)}"] = row[measure]
-    out.update(result.counts())
-    for stage, row in result.latency_percentiles().iterrows():
-        path = "/".join(metric_key(part) for part in str(stage).split(":"))  # dense:embed → dense/embed
-        for name, value in row.items():
-            out[f"latency/{path}/{name}"] = value
-    for stage, row in result.stage_table().iterrows():
-        for name, value in row.items():
-            out[f"stage/{metric_key(str(stage))}/{metric_key(str(name))}"] = value
-    if result.evidence is not None and not result.evidence.empty:
-        lost = result.evidence["lost_at"].value_counts()
-        for stage in [*result.stage_names, "context"]:
-            out[f"evidence/lost_at/{metric_key(stage)}"] = int(lost.get(stage, 0))
-        for status, n in result.evidence["status"].value_counts().items():
-            out[f"evidence/{metric_key(str(status))}"] = int(n)
-    for name, value in result.evaluation.diagnostic_means.items():
-        out[f"diagnostic/{metric_key(str(name))}"] = value
-    out["duplicates_dropped"] = result.evaluation.duplicates
-    if result.abstention is not None:
-        out["abstention/threshold"] = result.abstention.threshold
-        out["abstention/rate"] = result.abstention.abstention_rate
-        out["abstention/false_confidence_rate"] = result.abstention.false_confidence_rate
-        out["abstention/wrongful_rate"] = result.abstention.wrongful_abstention_rate
-    out["context_tokens_mean"] = float(result.context_tokens.mean()) if len(result.context_tokens) else 0.0
-    diagnostics = result.diagnostics
-    if diagnostics is not None and not diagnostics.empty:
-        for column in ("context_tokens_dedup", "context_chunks", "unique_parents", "overlap_ratio", "exact_duplicates"):
-            out[f"{column}_mean"] = float(diagnostics[column].mean())
-    for stage, hit in result.cache_hits.items():
-        out[f"cache/{metric_key(stage)}/hit"] = int(hit)
-    for stage, calls in result.external_calls.items():
-        out[f"external_calls/{metric_key(stage)}"] = calls
-    for stage, seconds in result.timings.items():
-        out[f"time_s/{stage}"] = seconds
-    return {k: float(v) for k, v in out.items() if pd.notna(v)}
 
 
 class Tracker:
@@ -109,8 +72,7 @@ class Tracker:
         # Opening a new sqlite store creates its tables; parallel runs must not do that at once.
         database = Path(self.uri.removeprefix("sqlite:///"))
         database.parent.mkdir(parents=True, exist_ok=True)
-        with open(database.parent / f".{database.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(database.parent / f".{database.name}.lock"):
             self.client = MlflowClient(tracking_uri=self.uri)
 
     # ------------------------------------------------------------------ reading
@@ -143,13 +105,19 @@ class Tracker:
         found = self.client.search_runs(ids, order_by=["attributes.start_time DESC"], max_results=1000)
         return [self.run(r.info.run_id) for r in found]
 
+    def require_sealed(self, run_id: str, error: type[Exception] = TrackingError) -> RunInfo:
+        """The run, if sealed; a failed, killed or unfinished run is not a result and is refused
+        (with ``error``: a comparison refuses it as a :class:`~rageval.errors.ComparisonError`)."""
+        info = self.run(run_id)
+        if not info.sealed:
+            raise error(f"run {run_id} is {info.status} and not sealed: only sealed runs are results")
+        return info
+
     def sealed_frame(self, run_id: str, artifact_path: str) -> pd.DataFrame:
         """A parquet artifact of a sealed run; unsealed runs are not results and are refused."""
         import mlflow.artifacts
 
-        info = self.run(run_id)
-        if not info.sealed:
-            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        self.require_sealed(run_id)
         with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
             local = mlflow.artifacts.download_artifacts(
                 run_id=run_id, artifact_path=artifact_path, dst_path=tmp, tracking_uri=self.uri
@@ -273,65 +241,20 @@ class Tracker:
             time.sleep(0.2)
             self.client.log_inputs(run_id, inputs)
 
+    def log_record(self, run_id: str, record: Record) -> None:
+        """Write a record's artifacts, metrics and tags into a running run."""
+        self._writable(run_id)
+        for path, data in record.files.items():
+            self.log_bytes(run_id, path, data)
+        if record.metrics:
+            self.log_metrics(run_id, record.metrics)
+        if record.tags:
+            self.set_tags(run_id, record.tags)
+
     def log_result(self, run_id: str, result: ExperimentResult) -> None:
         """Log an experiment's metrics and per-query artifacts into a running run."""
         started = time.perf_counter()
-        self._writable(run_id)
-        evaluation = result.evaluation
-        self.log_metrics(run_id, metric_names(result))
-        self.log_frame(run_id, "rankings.parquet", result.rankings)
-        self.log_frame(run_id, "per_query_metrics.parquet", evaluation.long())
-        self.log_frame(run_id, "latency.parquet", result.latency)
-        cases = {c.queryId: c for c in result.benchmark.cases_for(result.config.split)}
-        failed = set(result.failures["query_id"])
-        queries = pd.DataFrame(
-            {
-                "query_id": list(cases),
-                "slices": [list(c.slice) for c in cases.values()],
-                "answerable": [c.answerable for c in cases.values()],
-                "context_tokens": [int(result.context_tokens.get(q, 0)) for q in cases],
-                "failed": [q in failed for q in cases],
-            }
-        )
-        if result.diagnostics is not None and not result.diagnostics.empty:
-            extra = result.diagnostics.drop(columns="context_tokens").reindex(list(cases))
-            queries = queries.join(extra, on="query_id")
-        self.log_bytes(
-            run_id, "metric_contract.json", json.dumps(evaluation.contract, indent=2, sort_keys=True).encode()
-        )
-        if not evaluation.diagnostics.empty:
-            self.log_frame(run_id, "diagnostics.parquet", evaluation.diagnostics.reset_index())
-        if result.abstention is not None:
-            self.log_frame(run_id, "abstention.parquet", result.abstention.per_query.reset_index())
-        if result.stage_rankings is not None:
-            self.log_frame(run_id, "stage_rankings.parquet", result.stage_rankings)
-            self.log_frame(run_id, "stages.parquet", result.stage_metrics)
-            self.log_frame(run_id, "evidence.parquet", result.evidence)
-            self.log_bytes(run_id, "stages.csv", result.stage_table().to_csv().encode())
-        if result.models:
-            self.log_bytes(run_id, "models.json", json.dumps(result.models, indent=2, sort_keys=True).encode())
-            self.set_tags(
-                run_id,
-                {f"rageval.model.{stage}": f"{m['name']}@{m['sha256'][:12]}" for stage, m in result.models.items()},
-            )
-        if result.cache_hits:
-            self.set_tags(
-                run_id, {f"rageval.cache.{stage}": "hit" if hit else "miss" for stage, hit in result.cache_hits.items()}
-            )
-        self.log_frame(run_id, "queries.parquet", queries)
-        self.log_bytes(run_id, "slices.csv", result.slices.to_csv().encode())
-        failures = result.failures.to_dict(orient="records")
-        self.log_bytes(run_id, "failures.json", json.dumps(failures, indent=2).encode())
-        summary = {
-            "level": result.level,
-            "measures": {m.key: m.text for m in evaluation.measures},
-            "definitions": evaluation.definitions(),
-            "aggregates": {m: (None if pd.isna(v) else float(v)) for m, v in evaluation.aggregates.items()},
-            "skipped_queries": list(evaluation.skipped),
-            "missing_queries": list(evaluation.missing),
-            "counts": result.counts(),
-        }
-        self.log_bytes(run_id, "metrics.json", json.dumps(summary, indent=2, sort_keys=True).encode())
+        self.log_record(run_id, evaluation_record(result))
         self.log_metrics(run_id, {"time_s/logging": time.perf_counter() - started})
 
     def fail(self, run_id: str, error: str, notebook: Path | None = None) -> None:
@@ -419,102 +342,35 @@ class Tracker:
 
     def download_sealed(self, run_id: str, artifact_path: str, dst: Path) -> Path:
         """Download an artifact (file or folder) of a sealed run into ``dst``."""
-        info = self.run(run_id)
-        if not info.sealed:
-            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        self.require_sealed(run_id)
         return self.download(run_id, artifact_path, dst)
 
     def run_artifacts(self, run_id: str) -> RunArtifacts:
         """Read a sealed evaluation run's configuration and per-query artifacts."""
-        info = self.run(run_id)
-        if not info.sealed:
-            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        info = self.require_sealed(run_id)
         with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
-            root = self.download_sealed(run_id, "", Path(tmp))
-            missing = [
-                n
-                for n in (
-                    "config.yaml",
-                    "per_query_metrics.parquet",
-                    "queries.parquet",
-                    "rankings.parquet",
-                    "latency.parquet",
-                )
-                if not (root / n).is_file()
-            ]
-            if missing:
-                raise TrackingError(f"run {run_id} is not an evaluation run: it lacks {', '.join(missing)}")
-            return RunArtifacts(
-                info=info,
-                config_yaml=(root / "config.yaml").read_text(encoding="utf-8"),
-                per_query=pd.read_parquet(root / "per_query_metrics.parquet"),
-                queries=pd.read_parquet(root / "queries.parquet"),
-                rankings=pd.read_parquet(root / "rankings.parquet"),
-                latency=pd.read_parquet(root / "latency.parquet"),
-                stages=pd.read_parquet(root / "stages.parquet") if (root / "stages.parquet").is_file() else None,
-                contract=json.loads((root / "contract.json").read_text())
-                if (root / "contract.json").is_file()
-                else None,
-            )
+            return read_evaluation(info, self.download(run_id, "", Path(tmp)))
 
     def log_figure(self, run_id: str, artifact_path: str, figure: Figure) -> None:
-        import io
-
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=110)
-        self.log_bytes(run_id, artifact_path, buffer.getvalue())
+        self.log_bytes(run_id, artifact_path, png(figure))
 
     def log_comparison(self, run_id: str, comparison: Comparison, figures: Mapping[str, Figure]) -> None:
-        """Log a comparison's tables (CSV and parquet), per-query diffs and figures into a running run."""
-        self._writable(run_id)
-        self.log_frame(run_id, "comparison.parquet", comparison.table)
-        self.log_bytes(run_id, "comparison.csv", comparison.table.to_csv(index=False).encode())
-        self.log_bytes(run_id, "overall.csv", comparison.overall.to_csv(index=False).encode())
-        self.log_bytes(run_id, "slices.csv", comparison.slices.to_csv(index=False).encode())
-        self.log_frame(run_id, "per_query_deltas.parquet", comparison.per_query)
-        self.log_bytes(run_id, "per_query_diff.csv", comparison.diffs.to_csv(index=False).encode())
-        self.log_bytes(run_id, "recall_at_k.csv", comparison.recall.to_csv(index=False).encode())
-        if not comparison.stages.empty:
-            self.log_bytes(run_id, "stages.csv", comparison.stages.to_csv(index=False).encode())
-        if not comparison.frontier.empty:
-            self.log_bytes(run_id, "frontier.csv", comparison.frontier.to_csv(index=False).encode())
-        summary = {
-            "baseline": comparison.baseline_run_id,
-            "candidates": comparison.candidates,
-            "measures": comparison.measures,
-            "settings": comparison.settings,
-            "differences": comparison.differences,
-            "warnings": comparison.warnings,
-        }
-        self.log_bytes(run_id, "comparison.json", json.dumps(summary, indent=2, sort_keys=True).encode())
-        self.log_metrics(run_id, comparison.metrics())
-        for name, figure in figures.items():
-            self.log_figure(run_id, f"figures/{name}", figure)
+        """Log a comparison's tables, per-query diffs and figures into a running run."""
+        self.log_record(run_id, comparison_record(comparison, figures))
 
     # ------------------------------------------------------------------ sealing
 
     def _snapshot(self, run_id: str, dst: Path) -> dict[str, Any]:
-        """Everything a seal covers: artifact hashes, params, metrics, tags and inputs."""
+        """The run as it is now, in the manifest's layout (its artifacts downloaded into ``dst``)."""
         import mlflow.artifacts
 
         mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(dst), tracking_uri=self.uri)
         artifacts = {
-            p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes())
-            for p in sorted(dst.rglob("*"))
-            if p.is_file() and p.relative_to(dst).as_posix() != MANIFEST
+            p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(dst.rglob("*")) if p.is_file()
         }
         run = self.client.get_run(run_id)
-        inputs = sorted(
-            f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])
-        )
-        return {
-            "run_id": run_id,
-            "artifacts": artifacts,
-            "params": dict(sorted(run.data.params.items())),
-            "metrics": dict(sorted(run.data.metrics.items())),
-            "tags": {k: v for k, v in sorted(run.data.tags.items()) if not k.startswith("mlflow.") and k != SEAL_TAG},
-            "inputs": inputs,
-        }
+        inputs = [f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])]
+        return manifest_of(artifacts, run.data.params, run.data.metrics, run.data.tags, inputs, run_id)
 
     def seal(self, run_id: str) -> str:
         """Write the manifest, end the run FINISHED, then set the seal tag (the last write)."""
@@ -531,9 +387,7 @@ class Tracker:
 
     def verify(self, run_id: str) -> list[str]:
         """Recompute every hash of a sealed run; return what changed (empty when intact)."""
-        info = self.run(run_id)
-        if not info.sealed:
-            raise TrackingError(f"run {run_id} is not sealed (status {info.status}); it is not a result")
+        info = self.require_sealed(run_id)
         changes: list[str] = []
         with tempfile.TemporaryDirectory(prefix="rageval-verify-") as tmp:
             now = self._snapshot(run_id, Path(tmp))
@@ -543,35 +397,9 @@ class Tracker:
             data = manifest_file.read_bytes()
         if sha256_bytes(data) != info.tags[SEAL_TAG]:
             changes.append(f"{MANIFEST} changed: its sha256 no longer matches the {SEAL_TAG} tag")
-        sealed = json.loads(data)
-        changes += _diff("artifact", sealed.get("artifacts", {}), now["artifacts"], "content changed")
-        for kind in ("params", "metrics", "tags"):
-            changes += _diff(kind.rstrip("s"), sealed.get(kind, {}), now[kind], "value changed")
-        if sealed.get("inputs", []) != now["inputs"]:
-            changes.append(f"inputs changed: {sealed.get('inputs')} → {now['inputs']}")
-        return changes
+        return changes + manifest_changes(json.loads(data), now)
 
     def verify_or_raise(self, run_id: str) -> None:
         changes = self.verify(run_id)
         if changes:
             raise VerificationError(run_id, changes)
-
-
-def _diff(kind: str, before: Mapping[str, Any], after: Mapping[str, Any], changed: str) -> list[str]:
-    out = []
-    for key in sorted(set(before) | set(after)):
-        if key not in after:
-            out.append(f"{kind} {key!r} was removed")
-        elif key not in before:
-            out.append(f"{kind} {key!r} was added after sealing")
-        elif before[key] != after[key]:
-            out.append(f"{kind} {key!r}: {changed} ({before[key]!r} → {after[key]!r})")
-    return out
-
-
-def environment() -> str:
-    """Installed distributions, one ``name==version`` a line: the run's environment."""
-    from importlib.metadata import distributions
-
-    names = sorted({f"{d.metadata['Name']}=={d.version}" for d in distributions() if d.metadata["Name"]}, key=str.lower)
-    return "\n".join(names) + "\n"

@@ -14,12 +14,13 @@ import pandas as pd
 from rageval.analysis import (
     check_comparable,
 )
-from rageval.errors import ComparisonError, NotebookExecutionError, TrackingError
+from rageval.errors import NotebookExecutionError, TrackingError
 from rageval.paths import project_root
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import release_warnings, sealed_and_intact
 from rageval.workflows.notebooks import check_parameters, execute_into
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+from rageval.workflows.readback import candidate_ids
 
 COMPARE_PARAMETERS = ("baseline", "candidates", "sweep", "allow_mismatch", "notes", "run_id", "tracking_uri")
 DEFAULT_MAX_RELEASE_EVALUATIONS = 5
@@ -61,20 +62,7 @@ def execute_comparison(
     extra = dict(notebook_parameters or {})
     check_parameters(notebook, extra, required=COMPARE_PARAMETERS)
     base = sealed_and_intact(tracker, baseline)
-    ids = list(dict.fromkeys(candidates))
-    left_out = []
-    if sweep is not None:
-        parent = tracker.run(sweep)
-        if parent.tags.get("rageval.kind") != "sweep":
-            raise ComparisonError(f"run {sweep} is not a sweep's parent run (no rageval.kind=sweep tag)")
-        for child in tracker.children(sweep):
-            if not child.sealed:
-                left_out.append(f"sweep member {child.name} ({child.run_id}) is {child.status}, not sealed: left out")
-            elif child.run_id not in ids:
-                ids.append(child.run_id)
-    ids = [i for i in ids if i != baseline]
-    if not ids:
-        raise ComparisonError("nothing to compare: give --candidate RUN, or --sweep PARENT with sealed members")
+    ids, _, left_out = candidate_ids(tracker, baseline, candidates, sweep)
     infos = [sealed_and_intact(tracker, i) for i in ids]
     found = check_comparable(base, infos, allow_mismatch=allow_mismatch)
     release = release_warnings(tracker, infos, max_release_evaluations)

@@ -32,9 +32,8 @@ def release_warnings(tracker: Tracker, infos: Sequence[RunInfo], limit: int) -> 
 
 
 def sealed_and_intact(tracker: Tracker, run_id: str) -> RunInfo:
-    info = tracker.run(run_id)
-    if not info.sealed:
-        raise ComparisonError(f"run {run_id} is {info.status} and not sealed: only sealed runs are results")
+    """A run a comparison or gate may read: sealed, and every hash still matching its manifest."""
+    info = tracker.require_sealed(run_id, ComparisonError)
     tracker.verify_or_raise(run_id)
     return info
 

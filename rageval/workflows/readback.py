@@ -3,34 +3,46 @@ benchmark judgments they were evaluated against."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
-import yaml
-from pydantic import ValidationError
 
-from rageval.analysis.compare import (
+from rageval.analysis import (
+    CHUNKING_TAG,
     CONTRACT_TAGS,
     ComparisonInputs,
     Judgments,
     check_comparable,
     short_value,
 )
-from rageval.benchmark.chunking import config_hash
+from rageval.analysis.records import RunArtifacts, RunInfo
+from rageval.benchmark.chunking import chunk_corpus, chunk_qrels, config_hash
+from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import ChunkingConfig
+from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError, TrackingError
-from rageval.tracking.store import RunArtifacts, Tracker
+from rageval.tracking.store import Tracker
 
 # --------------------------------------------------------------------------- reading the runs
+
+
+def recorded_chunking(info: RunInfo, config_yaml: str) -> ChunkingConfig:
+    """The chunking a run used, from its recorded configuration, checked against its chunking-hash
+    tag: the one way a run's chunks are rebuilt after the fact."""
+    chunking = config_from_yaml(config_yaml).chunking
+    recorded = info.tags.get(CHUNKING_TAG)
+    if recorded and recorded != config_hash(chunking):
+        raise TrackingError(
+            f"run {info.run_id}: its recorded chunking hashes to {config_hash(chunking)}, its tag says {recorded}"
+        )
+    return chunking
 
 
 def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
     """Load the benchmark the runs used (refusing one whose hashes differ from the runs') and
     re-chunk it with each run's chunking, for texts and chunk-level judgments."""
-    from rageval.benchmark.chunking import chunk_corpus, chunk_qrels, config_hash
-    from rageval.benchmark.loading import load_benchmark
-    from rageval.config.load import config_from_yaml
-
     first = runs[0]
     config = config_from_yaml(first.config_yaml)
     try:
@@ -56,7 +68,7 @@ def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
     qrels: dict[str, dict[str, int]] | None = None
     seen = set()
     for run in runs:
-        chunking = config_from_yaml(run.config_yaml).chunking
+        chunking = recorded_chunking(run.info, run.config_yaml)
         if config_hash(chunking) in seen:
             continue
         seen.add(config_hash(chunking))
@@ -69,6 +81,29 @@ def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
     return Judgments(level=level, qrels=qrels, queries={c.queryId: c.query for c in cases}, texts=texts)
 
 
+def candidate_ids(
+    tracker: Tracker, baseline: str, candidates: Sequence[str], sweep: str | None
+) -> tuple[list[str], list[str], list[str]]:
+    """The candidates to compare with ``baseline``: those given, then a sweep's sealed members.
+    Returns (candidate IDs, the sweep's sealed members, a note per member left out unsealed)."""
+    ids = list(dict.fromkeys(candidates))
+    members: list[str] = []
+    left_out: list[str] = []
+    if sweep is not None:
+        if tracker.run(sweep).tags.get("rageval.kind") != "sweep":
+            raise ComparisonError(f"run {sweep} is not a sweep's parent run (no rageval.kind=sweep tag)")
+        for child in tracker.children(sweep):
+            if child.sealed:
+                members.append(child.run_id)
+            else:
+                left_out.append(f"sweep member {child.name} ({child.run_id}) is {child.status}, not sealed: left out")
+        ids += [m for m in members if m not in ids]
+    ids = [i for i in ids if i != baseline]
+    if not ids:
+        raise ComparisonError("nothing to compare: give --candidate RUN, or --sweep PARENT with sealed members")
+    return ids, members, left_out
+
+
 def load_inputs(
     tracker: Tracker,
     baseline: str,
@@ -79,20 +114,9 @@ def load_inputs(
     warnings: Sequence[str] = (),
 ) -> ComparisonInputs:
     """Pull the baseline, the candidates and a sweep's sealed members (candidates too) from the store."""
+    ids, members, left_out = candidate_ids(tracker, baseline, candidates, sweep)
     notes = list(warnings)
-    ids = list(dict.fromkeys(candidates))
-    members: list[str] = []
-    if sweep:
-        for child in tracker.children(sweep):
-            if child.sealed:
-                members.append(child.run_id)
-            else:
-                note = f"sweep member {child.name} ({child.run_id}) is {child.status}, not sealed: left out"
-                notes += [] if note in notes else [note]
-        ids += [m for m in members if m not in ids]
-    ids = [i for i in ids if i != baseline]
-    if not ids:
-        raise ComparisonError("nothing to compare: give --candidate RUN (or --sweep PARENT with sealed members)")
+    notes += [note for note in left_out if note not in notes]
     infos = [tracker.run(r) for r in (baseline, *ids)]
     found = check_comparable(infos[0], infos[1:], allow_mismatch=allow_mismatch)
     loaded = {r: tracker.run_artifacts(r) for r in (baseline, *ids)}
@@ -110,26 +134,14 @@ def load_inputs(
 def run_rankings(
     tracker: Tracker, run_ids: Sequence[str]
 ) -> tuple[dict[str, pd.DataFrame], list[ChunkingConfig], str | None, str | None, dict[str, str | None]]:
-    """Each sealed run's rankings, its chunking (rebuilt from its params and checked against its
-    hash tag), and the benchmark folder and split the runs share (``None`` where they differ)."""
+    """Each sealed run's rankings, its chunking (see :func:`recorded_chunking`), and the benchmark folder and split the runs share (``None`` where they differ)."""
     frames, configs, benchmarks, splits, cases = {}, [], set(), set(), {}
     for run_id in run_ids:
         info = tracker.run(run_id)
         frames[run_id] = tracker.rankings(run_id)
-        section = {
-            k.removeprefix("chunking."): yaml.safe_load(v) for k, v in info.params.items() if k.startswith("chunking.")
-        }
-        try:
-            config = ChunkingConfig.model_validate(section)
-        except ValidationError as exc:
-            raise TrackingError(
-                f"run {run_id}: its chunking params are not a chunking ({exc.error_count()} errors)"
-            ) from None
-        recorded = info.tags.get("rageval.chunking.hash")
-        if recorded and recorded != config_hash(config):
-            raise TrackingError(
-                f"run {run_id}: its chunking params hash to {config_hash(config)}, its tag says {recorded}"
-            )
+        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+            config_yaml = tracker.download_sealed(run_id, "config.yaml", Path(tmp)).read_text(encoding="utf-8")
+        config = recorded_chunking(info, config_yaml)
         configs.append(config)
         benchmarks.add(info.params.get("benchmark"))
         splits.add(info.tags.get("rageval.split"))

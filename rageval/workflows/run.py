@@ -29,7 +29,8 @@ from rageval.config.schema import RunConfig
 from rageval.errors import NotebookExecutionError
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
 from rageval.paths import project_root
-from rageval.tracking.store import Tracker, environment
+from rageval.tracking.records import environment
+from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.notebooks import check_parameters, execute_notebook, notebook_timings
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_diff, git_state
