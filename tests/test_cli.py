@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -151,3 +152,25 @@ def test_import_scifact_then_validate(tmp_path):
     assert validated.exit_code == 0
     assert "documents: 5183" in validated.output
     assert "dev cases: 809" in validated.output and "release cases: 300" in validated.output
+
+
+def test_cli_choices_are_the_contracts_and_the_schemas():
+    """The CLI offers exactly the choices the models accept (one source for each list)."""
+    from typing import get_args
+
+    from rageval.benchmark.schema import LEVELS
+    from rageval.cli import common
+    from rageval.config.schema import EvaluationConfig
+    from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, TIE_POLICIES
+
+    assert [m.value for m in common.TiePolicy] == list(TIE_POLICIES)
+    assert [m.value for m in common.DuplicatePolicy] == list(DUPLICATE_POLICIES)
+    assert [m.value for m in common.Gain] == list(GAINS)
+    assert [m.value for m in common.Level] == list(LEVELS)
+    fields = EvaluationConfig.model_fields
+    assert get_args(fields["ties"].annotation) == TIE_POLICIES
+    assert get_args(fields["gain"].annotation) == GAINS
+    assert get_args(fields["level"].annotation) == ("auto", *LEVELS)
+    result = CliRunner().invoke(app, ["metrics", "q", "r", "-m", "RR", "--ties", "bogus"], terminal_width=200)
+    output = " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())  # the error box wraps lines
+    assert result.exit_code == 2 and "'bogus' is not one of 'docid-asc', 'docid-desc', 'input-order'" in output

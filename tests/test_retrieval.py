@@ -95,3 +95,12 @@ def test_document_level_keeps_each_parent_once_at_its_best_chunk():
     assert level_run(rankings, "passage")["doc_id"].tolist() == ["a#h-1", "a#h-0", "b#h-0", "b#h-2"]
     with pytest.raises(EvaluationError, match="document, passage"):
         level_run(rankings, "sentence")
+
+
+def test_stage_registry_and_config_union_name_the_same_types():
+    """One source: the stage types are the members of StageConfig; the pipeline's classes follow it."""
+    from rageval.retrieval.pipeline import STAGES
+    from rageval.retrieval.schema import RETRIEVER_TYPES, STAGE_TYPES
+
+    assert list(STAGES) == list(STAGE_TYPES)
+    assert RETRIEVER_TYPES == {"bm25", "dense", "runfile"}

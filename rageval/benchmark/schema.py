@@ -6,9 +6,9 @@ every chunk ID. Benchmark files use the camelCase field names of the case schema
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field, StrictInt, StrictStr, field_validator
+from pydantic import AfterValidator, Field, StrictInt, StrictStr, field_validator
 
 from rageval.benchmark.tokenizers import TOKENIZERS
 from rageval.validation import Sha256, Slug, Strict
@@ -23,6 +23,9 @@ DEFAULT_RUBRIC: dict[int, str] = {
 DOCUMENTS_FILE = "documents.jsonl"
 CASES_FILE = "cases.jsonl"
 BENCHMARK_FILE = "benchmark.yaml"
+# The two levels a benchmark is judged and a run is measured at (one source for every choice list).
+Level = Literal["document", "passage"]
+LEVELS: tuple[str, ...] = get_args(Level)
 # The frozen split: evaluated rarely (counted), never tuned on, never given unreviewed labels.
 RELEASE_SPLIT = "release"
 
@@ -71,7 +74,7 @@ class BenchmarkSpec(Strict):
     version: Slug
     description: StrictStr | None = None
     corpusVersion: Slug
-    relevanceUnit: Literal["document", "passage"]
+    relevanceUnit: Level
     rubric: dict[StrictInt, StrictStr] = Field(default_factory=lambda: dict(DEFAULT_RUBRIC))
     splits: list[Slug] = Field(min_length=1)
     files: dict[StrictStr, Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(
@@ -171,23 +174,28 @@ class LabelProposal(Strict):
     note: StrictStr | None = None
 
 
+def _known_tokenizer(value: str) -> str:
+    if value not in TOKENIZERS:
+        raise ValueError(f"unknown tokenizer '{value}'; valid choices are {', '.join(TOKENIZERS)}")
+    return value
+
+
+# A tokenizer named in a config: one of rageval.benchmark.tokenizers.TOKENIZERS (the one source).
+TokenizerName = Annotated[
+    StrictStr, AfterValidator(_known_tokenizer), Field(description="name in rageval.benchmark.tokenizers.TOKENIZERS")
+]
+
+
 class ChunkingConfig(Strict):
     """How documents are cut into chunks. Its hash is part of every chunk ID."""
 
     method: Literal["none", "markdown"] = "markdown"
-    tokenizer: StrictStr = Field(default="words", description="name in rageval.benchmark.tokenizers.TOKENIZERS")
+    tokenizer: TokenizerName = "words"
     size: StrictInt = Field(default=200, gt=0, description="max tokens per chunk")
     overlap: StrictInt = Field(default=0, ge=0, description="tokens repeated from the previous chunk")
     headings: bool = Field(default=True, description="prefix title and heading path to the indexed text")
     code_blocks: Literal["atomic", "split"] = "atomic"
     tables: Literal["atomic", "split"] = "atomic"
-
-    @field_validator("tokenizer")
-    @classmethod
-    def _known_tokenizer(cls, value: str) -> str:
-        if value not in TOKENIZERS:
-            raise ValueError(f"unknown tokenizer '{value}'; valid choices are {', '.join(TOKENIZERS)}")
-        return value
 
     @field_validator("overlap")
     @classmethod

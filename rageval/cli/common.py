@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from rageval.benchmark.schema import LEVELS
 from rageval.errors import InputError, RagevalError
+from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, TIE_POLICIES
 
 if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
@@ -37,6 +40,18 @@ EvaluateNotebook = Annotated[Path | None, typer.Option(help="[default: notebooks
 DateOption = Annotated[str | None, typer.Option(help="YYYY-MM-DD recorded in the changelog [default: today]")]
 judge_app = typer.Typer(no_args_is_help=True, help="Pool, import, measure agreement on and adjudicate judgments.")
 app.add_typer(judge_app, name="judge")
+
+
+def choices(name: str, values: tuple[str, ...]) -> type[enum.Enum]:
+    """An option type offering exactly ``values`` (typer shows and checks them): the CLI reads each
+    choice list from the module that owns it, as the models do."""
+    return enum.Enum(name, {value: value for value in values}, type=str)  # type: ignore[return-value]
+
+
+Level = choices("Level", LEVELS)
+TiePolicy = choices("TiePolicy", TIE_POLICIES)
+DuplicatePolicy = choices("DuplicatePolicy", DUPLICATE_POLICIES)
+Gain = choices("Gain", GAINS)
 
 
 def fail(error: RagevalError) -> NoReturn:

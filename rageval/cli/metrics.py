@@ -9,6 +9,9 @@ from typing import Annotated
 import typer
 
 from rageval.cli.common import (
+    DuplicatePolicy,
+    Gain,
+    TiePolicy,
     app,
     fail,
 )
@@ -22,12 +25,14 @@ def metrics(
     measure: Annotated[list[str], typer.Option("-m", "--measure", help="e.g. nDCG@10, R@100, RR, Hit@5, MRR, AP")],
     per_query: Annotated[bool, typer.Option("--per-query", "-q", help="also print each query's value")] = False,
     output: Annotated[str, typer.Option("--format", help="trec or json")] = "trec",
-    ties: Annotated[str, typer.Option(help="docid-desc (trec_eval), docid-asc or input-order")] = "docid-desc",
-    duplicates: Annotated[str, typer.Option(help="keep-first (counted) or error")] = "keep-first",
+    ties: Annotated[TiePolicy, typer.Option(help="tie order; docid-desc is trec_eval's")] = TiePolicy["docid-desc"],
+    duplicates: Annotated[
+        DuplicatePolicy, typer.Option(help="a repeated ID: counted once at its first rank, or an error")
+    ] = DuplicatePolicy["keep-first"],
     relevance: Annotated[
         int, typer.Option("-l", "--relevance", help="lowest grade relevant for binary measures (trec_eval -l)")
     ] = 1,
-    gain: Annotated[str, typer.Option(help="nDCG gain: grade (trec_eval) or exp (2^grade - 1)")] = "grade",
+    gain: Annotated[Gain, typer.Option(help="nDCG gain: grade (trec_eval's) or exp (2^grade - 1)")] = Gain["grade"],
     complete: Annotated[
         bool, typer.Option("-c", "--complete", help="score judged queries absent from the run as 0 (trec_eval -c)")
     ] = False,
@@ -41,11 +46,11 @@ def metrics(
             read_run(run),
             read_qrels(qrels),
             measure,
-            ties=ties,
-            duplicates=duplicates,  # type: ignore[arg-type]
+            ties=ties.value,
+            duplicates=duplicates.value,
             missing="zero" if complete else "skip",
             relevance=relevance,
-            gain=gain,  # type: ignore[arg-type]
+            gain=gain.value,
         )
     except RagevalError as error:
         fail(error)

@@ -12,6 +12,7 @@ import typer
 
 from rageval.cli.common import (
     EvaluateNotebook,
+    Level,
     RunExperiment,
     Timeout,
     TrackingUri,
@@ -96,7 +97,7 @@ def runs(
 def export_run(
     run_id: Annotated[str, typer.Argument()],
     out: Annotated[Path, typer.Option(help="TREC run file to write")],
-    level: Annotated[str, typer.Option(help="document (parent IDs) or passage (chunk IDs)")] = "document",
+    level: Annotated[Level, typer.Option(help="document: parent IDs; passage: chunk IDs")] = Level["document"],
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write a sealed run's rankings as a TREC run file."""
@@ -104,7 +105,7 @@ def export_run(
     from rageval.experiment.run import level_run
 
     try:
-        frame = level_run(open_tracker(tracking_uri).rankings(run_id), level)
+        frame = level_run(open_tracker(tracking_uri).rankings(run_id), level.value)
     except RagevalError as error:
         fail(error)
     write_run(frame, out, tag=run_id[:12])

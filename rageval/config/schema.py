@@ -9,10 +9,9 @@ from typing import Literal
 
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
-from rageval.benchmark.schema import ChunkingConfig
-from rageval.benchmark.tokenizers import TOKENIZERS
+from rageval.benchmark.schema import ChunkingConfig, Level, TokenizerName
 from rageval.errors import MeasureError
-from rageval.evaluation.metrics import parse_measures
+from rageval.evaluation import DuplicatePolicy, Gain, TiePolicy, parse_measures
 from rageval.retrieval.schema import RetrievalConfig
 from rageval.validation import Slug, Strict
 
@@ -23,24 +22,13 @@ class ContextConfig(Strict):
     """The context handed to the generator: the final stage's top ``final_k`` chunks, exact
     duplicates removed, cut at ``max_tokens``."""
 
-    tokenizer: StrictStr | None = Field(
-        default=None, description="name in rageval.benchmark.tokenizers.TOKENIZERS; default: chunking's"
-    )
+    tokenizer: TokenizerName | None = Field(default=None, description="default: the chunking's tokenizer")
     max_tokens: StrictInt | None = Field(default=None, gt=0)
     dedup: Literal["exact", "none"] = "exact"
 
-    @field_validator("tokenizer")
-    @classmethod
-    def _known_tokenizer(cls, value: str | None) -> str | None:
-        if value is not None and value not in TOKENIZERS:
-            raise ValueError(f"unknown tokenizer '{value}'; valid choices are {', '.join(TOKENIZERS)}")
-        return value
-
 
 class EvaluationConfig(Strict):
-    level: Literal["auto", "document", "passage"] = Field(
-        default="auto", description="auto: the benchmark's relevance unit"
-    )
+    level: Literal["auto", Level] = Field(default="auto", description="auto: the benchmark's relevance unit")
     measures: list[StrictStr] = Field(min_length=1)
 
     @field_validator("measures")
@@ -54,15 +42,15 @@ class EvaluationConfig(Strict):
             ) from None
         return value
 
-    ties: Literal["docid-asc", "docid-desc", "input-order"] = "docid-asc"
-    duplicates: Literal["keep-first", "error"] = Field(
+    ties: TiePolicy = "docid-asc"
+    duplicates: DuplicatePolicy = Field(
         default="keep-first",
         description="a repeated ID counts once, at its first rank; later ones are dropped and counted",
     )
     relevance: StrictInt = Field(
         default=1, ge=1, description="lowest grade that counts as relevant for binary measures"
     )
-    gain: Literal["grade", "exp"] = Field(default="grade", description="nDCG gain: the grade, or 2^grade - 1")
+    gain: Gain = Field(default="grade", description="nDCG gain: the grade, or 2^grade - 1")
     depth: StrictInt = Field(default=10, ge=1, description="depth of the Judged@k, unjudged and tie-rate diagnostics")
     abstain_below: float | None = Field(
         default=None, description="top score below which retrieval abstains (unanswerable contract); null: not measured"

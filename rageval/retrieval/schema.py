@@ -5,7 +5,7 @@ stage classes in :mod:`rageval.retrieval.pipeline` is checked against them.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
@@ -45,12 +45,16 @@ class StageBase(Strict):
     ``inputs`` names the earlier stages it consumes (default: none for a retriever, the previous
     stage for any other)."""
 
+    retriever: ClassVar[bool] = False  # True: produces a ranking from the query alone
+
     name: StrictStr
     inputs: list[StrictStr] | None = None
 
 
 class BM25Config(StageBase):
     """Lexical BM25 through bm25s."""
+
+    retriever: ClassVar[bool] = True
 
     type: Literal["bm25"]
     name: StrictStr = "bm25"
@@ -80,6 +84,8 @@ class EncoderOptions(Strict):
 
 class DenseConfig(StageBase, EncoderOptions):
     """Dense retrieval with a sentence-transformers bi-encoder: normalized embeddings, cosine."""
+
+    retriever: ClassVar[bool] = True
 
     type: Literal["dense"]
     name: StrictStr = "dense"
@@ -158,6 +164,8 @@ class RunFileConfig(StageBase):
     """A precomputed run (TREC or JSONL) as a retriever: a production system's output, evaluated
     with the same machinery. IDs may be chunk IDs or parent document IDs."""
 
+    retriever: ClassVar[bool] = True
+
     type: Literal["runfile"]
     name: StrictStr = "runfile"
     path: StrictStr = Field(description="relative to the params file")
@@ -178,7 +186,13 @@ StageConfig = Annotated[
     BM25Config | DenseConfig | FusionConfig | RerankConfig | FilterConfig | DedupConfig | RunFileConfig | PluginConfig,
     Field(discriminator="type"),
 ]
-RETRIEVER_TYPES = frozenset({"bm25", "dense", "runfile"})
+# The stage types, read off the union (one source): ``type`` → config model. The pipeline's registry
+# of stage classes (rageval.retrieval.pipeline.STAGES) has the same keys; a test holds them equal.
+STAGE_TYPES: dict[str, type[StageBase]] = {
+    get_args(m.model_fields["type"].annotation)[0]: m for m in get_args(get_args(StageConfig)[0])
+}
+# Stages that need no input: the first stage must be one (a plugin decides for itself).
+RETRIEVER_TYPES = frozenset(t for t, m in STAGE_TYPES.items() if m.retriever)
 
 
 class RetrievalConfig(Strict):
