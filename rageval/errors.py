@@ -26,6 +26,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Where a problem found deep in a stage or tokenizer stands until its caller, which knows the params
+# file, the line and the stage's index, places it (rageval.retrieval.pipeline.locate).
+CONFIG = "the run configuration"
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -82,10 +86,22 @@ class EvaluationError(RagevalError):
 
 
 class NotebookExecutionError(RagevalError):
-    """A cell raised while a run's notebook executed; the run was ended as FAILED."""
+    """A cell raised while a run's notebook executed; the run was ended as FAILED. For a cell
+    error, ``cell_index``, ``ename`` and ``evalue`` are papermill's: which cell, and what it raised."""
 
-    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        cell_index: int | None = None,
+        ename: str | None = None,
+        evalue: str | None = None,
+    ) -> None:
         self.run_id = run_id
+        self.cell_index = cell_index
+        self.ename = ename
+        self.evalue = evalue
         super().__init__(message)
 
 

@@ -80,3 +80,49 @@ def test_unknown_tokenizer_and_oversized_overlap_are_refused():
 
 def test_flatten_keeps_scalar_lists_whole():
     assert flatten({"a": {"b": [1, 2]}, "s": [{"k": 1}]}) == {"a.b": [1, 2], "s.0.k": 1}
+
+
+def test_stages_that_cannot_work_fail_with_file_line_and_field_before_a_run_exists(tmp_path):
+    def mutate(data):
+        data["retrieval"]["stages"] += [
+            {"type": "plugin", "name": "mine", "entrypoint": "no_such_module:Thing"},
+            {"type": "runfile", "name": "prod", "path": "missing.trec"},
+            {"type": "rerank", "name": "ce", "model": "no-such-model-package"},
+        ]
+        data["context"] = {"tokenizer": "words"}
+
+    path = write_config(tmp_path, mutate)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    found = {(p.file, p.field): p for p in caught.value.problems}
+    assert set(found) == {
+        (str(path), "retrieval.stages[1].entrypoint"),
+        (str(path), "retrieval.stages[2].path"),
+        (str(path), "retrieval.stages[3].model"),
+    }
+    lines = path.read_text().splitlines()
+    for (_, field), problem in found.items():
+        key = field.rsplit(".", 1)[1]
+        assert lines[problem.line - 1].strip().startswith(key), (field, problem.line)
+    assert "cannot import 'no_such_module'" in found[(str(path), "retrieval.stages[1].entrypoint")].message
+    assert "never downloaded" in found[(str(path), "retrieval.stages[3].model")].message
+
+
+def test_a_stage_that_fails_to_build_names_its_place_in_the_configuration():
+    from rageval.benchmark.chunking import chunk_corpus
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.benchmark.schema import ChunkingConfig
+    from rageval.retrieval import Corpus, Pipeline
+    from rageval.retrieval.schema import BM25Config, PluginConfig
+
+    documents = load_benchmark(ROOT / "rageval" / "demo").documents
+    corpus = Corpus(chunk_corpus(documents.values(), ChunkingConfig()), documents)
+    stages = [
+        BM25Config(type="bm25"),
+        PluginConfig(type="plugin", entrypoint="plugins.keyword:KeywordOverlap", options={"colour": "red"}),
+    ]
+    with pytest.raises(ConfigError) as caught:
+        Pipeline.from_config(stages, corpus, source="params/mine.yaml")
+    (problem,) = caught.value.problems
+    assert (problem.file, problem.field) == ("params/mine.yaml", "retrieval.stages[1].options")
+    assert "unexpected keyword argument 'colour'" in problem.message

@@ -111,6 +111,9 @@ def test_a_notebook_exception_ends_failed_and_unsealed(tmp_path, store):
         execute_run(BM25, tracker=Tracker(store), notebook=notebook)
     (new,) = runs_in(store) - before
     assert raised.value.run_id == new
+    # papermill's cell index, exception name and value, not its whole traceback
+    assert (raised.value.ename, raised.value.evalue) == ("RuntimeError", "boom in a cell")
+    assert isinstance(raised.value.cell_index, int) and f"cell {raised.value.cell_index} raised" in str(raised.value)
     info = Tracker(store).run(new)
     assert info.status == "FAILED" and not info.sealed and "boom in a cell" in info.tags["rageval.error"]
     partial = Path(info.artifact_uri.removeprefix("file://")) / "notebook" / "custom.ipynb"

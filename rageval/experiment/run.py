@@ -134,7 +134,7 @@ def run_experiment(
         key={"corpus": benchmark.hashes["corpus"], "chunking": config_hash(config.chunking)},
         cache=Cache() if cache is True else (cache or None),
     )
-    pipeline = Pipeline.from_config(config.retrieval.stages, corpus)
+    pipeline = Pipeline.from_config(config.retrieval.stages, corpus, source=f"run configuration '{config.name}'")
     timings["index"] = time.perf_counter() - started
     for name, seconds in pipeline.build_seconds.items():
         timings[f"index/{name}"] = seconds

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rageval.errors import ConfigError, Problem
+from rageval.errors import CONFIG, ConfigError, Problem
 from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query, top_hits
 from rageval.retrieval.schema import DenseConfig
@@ -92,7 +92,7 @@ def _faiss_index(embeddings: np.ndarray):
     except ImportError:
         raise ConfigError(
             Problem(
-                file="<config>",
+                file=CONFIG,
                 field="search",
                 message="search 'faiss' needs faiss-cpu",
                 fix="pip install faiss-cpu, or use search: exact",

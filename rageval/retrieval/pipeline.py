@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rageval.errors import ConfigError
 from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query, Stage
 from rageval.retrieval.dedup import DedupStage
@@ -23,6 +24,7 @@ from rageval.retrieval.filters import FilterStage
 from rageval.retrieval.fusion import FusionStage
 from rageval.retrieval.lexical import BM25Stage
 from rageval.retrieval.plugin import build_plugin, is_retriever
+from rageval.retrieval.preflight import locate
 from rageval.retrieval.rerank import RerankStage
 from rageval.retrieval.runfile import RunFileStage
 from rageval.retrieval.schema import RETRIEVER_TYPES, StageConfig
@@ -81,11 +83,18 @@ class Pipeline:
         self.prefilters = [s for s in self.stages if isinstance(s, FilterStage) and s.config.when == "before"]
 
     @classmethod
-    def from_config(cls, configs: Sequence[StageConfig], corpus: Corpus) -> Pipeline:
+    def from_config(
+        cls, configs: Sequence[StageConfig], corpus: Corpus, *, source: str = "the run configuration"
+    ) -> Pipeline:
+        """Build every stage; a stage that cannot be built fails naming ``source`` (the params file)
+        and its field, ``retrieval.stages[i].<key>``."""
         stages, seconds = [], {}
-        for config in configs:
+        for index, config in enumerate(configs):
             started = time.perf_counter()
-            stages.append(build_stage(config, corpus))
+            try:
+                stages.append(build_stage(config, corpus))
+            except ConfigError as exc:
+                raise ConfigError([locate(p, index, source) for p in exc.problems]) from None
             seconds[config.name] = time.perf_counter() - started
         pipeline = cls(stages, stage_inputs(configs))
         pipeline.build_seconds = seconds

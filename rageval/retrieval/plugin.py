@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from rageval.errors import ConfigError, Problem
+from rageval.errors import CONFIG, ConfigError, Problem
 from rageval.retrieval.base import Corpus, Stage
 from rageval.retrieval.schema import PluginConfig
 
@@ -22,7 +22,7 @@ def load_entrypoint(entrypoint: str) -> type:
     except ImportError as exc:
         raise ConfigError(
             Problem(
-                file="<config>",
+                file=CONFIG,
                 field="entrypoint",
                 message=f"cannot import '{module_name}': {exc}",
                 fix="install the package, or put the module on PYTHONPATH",
@@ -31,7 +31,7 @@ def load_entrypoint(entrypoint: str) -> type:
     cls = getattr(module, attribute, None)
     if not isinstance(cls, type):
         raise ConfigError(
-            Problem(file="<config>", field="entrypoint", message=f"'{module_name}' has no class '{attribute}'")
+            Problem(file=CONFIG, field="entrypoint", message=f"'{module_name}' has no class '{attribute}'")
         )
     return cls
 
@@ -47,7 +47,7 @@ def build_plugin(config: PluginConfig, corpus: Corpus) -> Stage:
     except TypeError as exc:
         raise ConfigError(
             Problem(
-                file="<config>",
+                file=CONFIG,
                 field="options",
                 message=f"{config.entrypoint}(corpus, **options) failed: {exc}",
                 fix="check the stage's options",
@@ -55,7 +55,7 @@ def build_plugin(config: PluginConfig, corpus: Corpus) -> Stage:
         ) from None
     if not callable(stage):
         raise ConfigError(
-            Problem(file="<config>", field="entrypoint", message=f"{config.entrypoint} instances are not callable")
+            Problem(file=CONFIG, field="entrypoint", message=f"{config.entrypoint} instances are not callable")
         )
     stage.name = config.name
     return stage

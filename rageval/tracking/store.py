@@ -257,11 +257,12 @@ class Tracker:
         self.log_record(run_id, evaluation_record(result))
         self.log_metrics(run_id, {"time_s/logging": time.perf_counter() - started})
 
-    def fail(self, run_id: str, error: str, notebook: Path | None = None) -> None:
-        """End a run as FAILED with its error and, if any, the partial executed notebook."""
+    def fail(self, run_id: str, error: str, notebook: Path | None = None, *, details: str | None = None) -> None:
+        """End a run as FAILED with its error (one line in the tag; ``details``, e.g. the traceback,
+        in error.txt) and, if any, the partial executed notebook."""
         self._writable(run_id)
         self.set_tags(run_id, {ERROR_TAG: error[:4000]})
-        self.log_bytes(run_id, "error.txt", error.encode())
+        self.log_bytes(run_id, "error.txt", (f"{error}\n\n{details}" if details else error).encode())
         if notebook is not None and Path(notebook).is_file():
             self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
         self.client.set_terminated(run_id, "FAILED")

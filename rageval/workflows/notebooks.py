@@ -126,6 +126,16 @@ def execute_notebook(
     )
 
 
+def failure(exc: BaseException) -> tuple[str, dict[str, Any]]:
+    """One line saying what failed, and the fields of a :class:`NotebookExecutionError`: for a cell
+    error, papermill's cell index, exception name and value (the traceback stays in error.txt)."""
+    cell = getattr(exc, "cell_index", None)
+    if cell is not None and hasattr(exc, "ename"):
+        fields = {"cell_index": cell, "ename": exc.ename, "evalue": exc.evalue}
+        return f"cell {cell} raised {exc.ename}: {exc.evalue}", fields
+    return f"{type(exc).__name__}: {exc}", {}
+
+
 def notebook_timings(path: Path) -> dict[str, float]:
     """Kernel start-up: from papermill's start to the first cell's start."""
     import nbformat
@@ -152,8 +162,8 @@ def execute_into(
             )
             tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
         except BaseException as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            tracker.fail(run_id, message, executed if executed.exists() else None)
+            message, fields = failure(exc)
+            tracker.fail(run_id, message, executed if executed.exists() else None, details=str(exc))
             if isinstance(exc, Exception):
-                raise NotebookExecutionError(f"run {run_id} FAILED: {message}", run_id=run_id) from exc
+                raise NotebookExecutionError(f"run {run_id} FAILED: {message}", run_id=run_id, **fields) from exc
             raise

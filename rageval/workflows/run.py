@@ -32,7 +32,7 @@ from rageval.paths import project_root
 from rageval.tracking.records import environment
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
-from rageval.workflows.notebooks import check_parameters, execute_notebook, notebook_timings
+from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_diff, git_state
 
 # What rageval passes to every evaluation notebook; its parameters cell must declare them.
@@ -172,16 +172,16 @@ def execute_run(
                 raise InterruptedError("the sweep was interrupted before this run's notebook started")
             execute_notebook(notebook, executed, parameters, timeout=timeout)
         except BaseException as exc:  # a cell error, a timeout, or Ctrl-C: the run ends FAILED (KILLED when cancelled)
-            message = f"{type(exc).__name__}: {exc}"
+            message, fields = failure(exc)
             partial = executed if executed.exists() else None
             killed = cancel is not None and cancel.is_set()
             if killed:
                 tracker.kill(run_id, f"interrupted: {message}", partial)
             else:
-                tracker.fail(run_id, message, partial)
+                tracker.fail(run_id, message, partial, details=str(exc))
             if isinstance(exc, Exception):
                 status = "KILLED" if killed else "FAILED"
-                raise NotebookExecutionError(f"run {run_id} {status}: {message}", run_id=run_id) from exc
+                raise NotebookExecutionError(f"run {run_id} {status}: {message}", run_id=run_id, **fields) from exc
             raise
         executed_at = time.perf_counter()
         try:
