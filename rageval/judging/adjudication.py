@@ -4,7 +4,7 @@ adjudicator's where given), written into the next benchmark version with its cha
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -17,7 +17,7 @@ from rageval.benchmark.schema import Case, ChangelogEntry, Judgment
 from rageval.benchmark.versions import next_version, write_version
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_table
-from rageval.judging.schema import POOL_FILE, AdjudicationRow, PoolItem, PoolManifest, valid_rows
+from rageval.judging.schema import POOL_FILE, AdjudicationRow, At, PoolItem, PoolManifest, outside_rubric, valid_rows
 
 
 def read_adjudication(path: str | Path, manifest: PoolManifest) -> list[tuple[int, AdjudicationRow]]:
@@ -25,21 +25,16 @@ def read_adjudication(path: str | Path, manifest: PoolManifest) -> list[tuple[in
     rows, problems = read_table(path)
     out: list[tuple[int, AdjudicationRow]] = []
     seen: dict[str, int] = {}  # item -> line of its row
-    for line, row in valid_rows(rows, AdjudicationRow, str(path), problems, integers=["grade"]):
-        wrong = _adjudication_problem(row, manifest, seen, partial(Problem, file=str(path), line=line))
-        if wrong:
-            problems.append(wrong)
-        else:
-            seen[row.itemId] = line
-            out.append((line, row))
+    check = partial(_adjudication_problem, manifest=manifest, seen=seen)
+    for line, row in valid_rows(rows, AdjudicationRow, str(path), problems, integers=["grade"], check=check):
+        seen[row.itemId] = line
+        out.append((line, row))
     if problems:
         raise BenchmarkError(problems)
     return out
 
 
-def _adjudication_problem(
-    row: AdjudicationRow, manifest: PoolManifest, seen: dict[str, int], at: Callable[..., Problem]
-) -> Problem | None:
+def _adjudication_problem(row: AdjudicationRow, at: At, manifest: PoolManifest, seen: dict[str, int]) -> Problem | None:
     """The first thing wrong with one adjudication row (``at`` places the problem), or None."""
     if manifest.item(row.itemId) is None:
         return at(field="itemId", message=f"unknown item '{row.itemId}'", fix="use an itemId of the pool's sheet")
@@ -49,13 +44,7 @@ def _adjudication_problem(
             message=f"item '{row.itemId}' is adjudicated twice (first on line {seen[row.itemId]})",
             fix="keep one row per item",
         )
-    if row.grade not in manifest.rubric:
-        return at(
-            field="grade",
-            message=f"grade {row.grade} is outside the rubric",
-            fix=f"use one of {manifest.grade_choices()}",
-        )
-    return None
+    return outside_rubric(row.grade, manifest, at)
 
 
 @dataclass(frozen=True)

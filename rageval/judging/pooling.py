@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -19,7 +19,7 @@ from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.schema import Case, ChunkingConfig
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_jsonl
-from rageval.judging.schema import ExtraItem, Found, PoolItem, PoolManifest, SheetRow, valid_rows
+from rageval.judging.schema import At, ExtraItem, Found, PoolItem, PoolManifest, SheetRow, valid_rows
 
 
 @dataclass(frozen=True)
@@ -250,21 +250,14 @@ def read_extra(path: str | Path, benchmark: Benchmark, split: str) -> list[tuple
         raise BenchmarkError(Problem(file=str(path), message="file not found", fix="check the --add path"))
     rows, problems = read_jsonl(path)
     cases = {case.queryId for case in benchmark.cases_for(split)}
-    out = []
-    for line, item in valid_rows(rows, ExtraItem, str(path), problems):
-        wrong = _extra_problem(item, benchmark, cases, split, partial(Problem, file=str(path), line=line))
-        if wrong:
-            problems.append(wrong)
-        else:
-            out.append((line, item))
+    check = partial(_extra_problem, benchmark=benchmark, cases=cases, split=split)
+    out = list(valid_rows(rows, ExtraItem, str(path), problems, check=check))
     if problems:
         raise BenchmarkError(problems)
     return out
 
 
-def _extra_problem(
-    item: ExtraItem, benchmark: Benchmark, cases: set[str], split: str, at: Callable[..., Problem]
-) -> Problem | None:
+def _extra_problem(item: ExtraItem, at: At, benchmark: Benchmark, cases: set[str], split: str) -> Problem | None:
     """The first thing wrong with one ``--add`` line (``at`` places the problem), or None."""
     if item.queryId not in cases:
         return at(

@@ -5,8 +5,8 @@ one loop that validates their rows with file and line."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator, Sequence
-from functools import cached_property
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cached_property, partial
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, StrictInt, StrictStr, ValidationError
@@ -33,6 +33,11 @@ class SheetRow(Strict):
     assessor: StrictStr | None = None
     grade: StrictInt | None = None
     notes: StrictStr | None = None
+
+    @property
+    def assessor_name(self) -> str:
+        """The assessor column without surrounding blanks ('' where it is empty)."""
+        return (self.assessor or "").strip()
 
 
 SHEET_COLUMNS = list(SheetRow.model_fields)
@@ -112,14 +117,12 @@ class PoolManifest(Strict):
     def item(self, item_id: str) -> PoolItem | None:
         return self._by_id.get(item_id)
 
-    def grade_choices(self) -> str:
-        """The rubric's grades as a fix lists them: ``0, 1, 2, 3``."""
-        return ", ".join(str(g) for g in sorted(self.rubric))
-
 
 # --------------------------------------------------------------------------- reading rows
 
 Row = TypeVar("Row", bound=Strict)
+# Places a problem at a file and line: called with field, message and fix.
+At = Callable[..., Problem]
 
 
 def valid_rows(
@@ -128,16 +131,31 @@ def valid_rows(
     file: str,
     problems: list[Problem],
     integers: Sequence[str] = (),
+    check: Callable[[Row, At], Problem | None] | None = None,
 ) -> Iterator[tuple[int, Row]]:
-    """Each row that validates as ``model``, with its line. The problems of the others go to
-    ``problems`` as the loop reaches them, so they stay in line order among the caller's own."""
+    """Each row that validates as ``model`` and passes ``check``, with its line; the problems of
+    the others go to ``problems``. Lazily: a row is validated and checked only once the caller has
+    handled the one before, so problems stay in line order and ``check`` sees what the caller
+    recorded of earlier rows (a duplicate is found against them)."""
     for line, value in rows:
         try:
             row = model.model_validate(integer_cells(value, integers))
         except ValidationError as exc:
             problems.extend(problems_from_validation(exc, file=file, line=line, model=model))
             continue
+        wrong = check(row, partial(Problem, file=file, line=line)) if check else None
+        if wrong:
+            problems.append(wrong)
+            continue
         yield line, row
+
+
+def outside_rubric(grade: int, manifest: PoolManifest, at: At) -> Problem | None:
+    """A grade the pool's rubric does not define, placed by ``at``; None for a rubric grade."""
+    if grade in manifest.rubric:
+        return None
+    choices = ", ".join(str(g) for g in sorted(manifest.rubric))
+    return at(field="grade", message=f"grade {grade} is outside the rubric", fix=f"use one of {choices}")
 
 
 def integer_cells(value: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:

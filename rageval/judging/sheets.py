@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -22,9 +22,11 @@ from rageval.judging.schema import (
     SHEET_COLUMNS,
     SHEET_CSV,
     SHEET_JSONL,
+    At,
     LabelRecord,
     PoolManifest,
     SheetRow,
+    outside_rubric,
     valid_rows,
 )
 from rageval.validation import problems_from_validation
@@ -84,31 +86,22 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
     problems: list[Problem] = []
     seen: dict[tuple[str, str], str] = {}  # (item, assessor) -> file:line of the first label
     labels = []
+    check = partial(_sheet_problem, manifest=manifest, seen=seen)
     for path in paths:
         rows, read_problems = read_table(path)
         problems.extend(read_problems)
-        for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"]):
-            assessor = (row.assessor or "").strip()
-            wrong = _sheet_problem(row, assessor, manifest, seen, partial(Problem, file=str(path), line=line))
-            if wrong:
-                problems.append(wrong)
-            elif row.grade is not None:
+        for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"], check=check):
+            if row.grade is not None:  # a row without a grade is context, not a label
                 where = f"{path}:{line}"
-                seen[row.itemId, assessor] = where
-                labels.append((row.itemId, row.queryId, assessor, row.grade, row.notes or "", where))
+                seen[row.itemId, row.assessor_name] = where
+                labels.append((row.itemId, row.queryId, row.assessor_name, row.grade, row.notes or "", where))
     if problems:
         raise BenchmarkError(problems)
     frame = pd.DataFrame(labels, columns=LABEL_COLUMNS)
     return frame.astype({"grade": np.int64})
 
 
-def _sheet_problem(
-    row: SheetRow,
-    assessor: str,
-    manifest: PoolManifest,
-    seen: dict[tuple[str, str], str],
-    at: Callable[..., Problem],
-) -> Problem | None:
+def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tuple[str, str], str]) -> Problem | None:
     """The first thing wrong with one sheet row (``at`` places the problem), or None. The IDs are
     checked on every row; the label itself only where a grade is given."""
     item = manifest.item(row.itemId)
@@ -124,12 +117,10 @@ def _sheet_problem(
         )
     if row.grade is None:
         return None
-    if row.grade not in manifest.rubric:
-        return at(
-            field="grade",
-            message=f"grade {row.grade} is outside the rubric",
-            fix=f"use one of {manifest.grade_choices()}",
-        )
+    wrong = outside_rubric(row.grade, manifest, at)
+    if wrong:
+        return wrong
+    assessor = row.assessor_name
     if not assessor:
         return at(
             field="assessor",
