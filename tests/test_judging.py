@@ -21,7 +21,7 @@ from rageval.benchmark.migration import load_chunking
 from rageval.cli import app
 from rageval.errors import BenchmarkError
 from rageval.evaluation.agreement import agreement
-from rageval.judging.pool import (
+from rageval.judging import (
     SHEET_COLUMNS,
     adjudicate,
     import_sheets,

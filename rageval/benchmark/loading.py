@@ -3,14 +3,14 @@
 A benchmark is a folder holding ``benchmark.yaml``, ``documents.jsonl`` (the corpus snapshot) and
 ``cases.jsonl`` (queries with graded judgments). ``benchmark.yaml`` names the corpus version the
 judgments were made against and the sha256 of every file, so a run can refuse judgments that do
-not match its corpus. Validation reports every problem at once.
+not match its corpus. Validation reports every problem at once; the rules of a version against its
+predecessor (and of its ``labelChunking``) are :mod:`rageval.benchmark.lineage`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from rageval.benchmark.chunking import config_hash
+from rageval.benchmark.lineage import check_label_chunking, check_lineage
 from rageval.benchmark.schema import (
     BENCHMARK_FILE,
     CASES_FILE,
@@ -29,7 +29,6 @@ from rageval.benchmark.schema import (
     JUDGMENT_NOTES_FILE,
     BenchmarkSpec,
     Case,
-    ChunkingConfig,
     Document,
 )
 from rageval.errors import BenchmarkError, Problem
@@ -115,8 +114,8 @@ def validate_benchmark(path: str | Path) -> tuple[Benchmark | None, list[Problem
     cases = _read_cases(root / CASES_FILE, problems)
     _check_cases(cases, documents, spec, rubric, problems)
     if spec is not None:
-        _check_label_chunking(spec, spec_lines, problems)
-        _check_lineage(root, spec, spec_lines, cases, problems)
+        check_label_chunking(spec, spec_lines, problems)
+        check_lineage(root, spec, spec_lines, cases, problems)
 
     if problems or spec is None:
         return None, problems
@@ -305,199 +304,12 @@ def _check_cases(
             seen_docs.add(item.documentId)
 
 
-# --------------------------------------------------------------------------- versions
-
-
-def _check_label_chunking(spec: BenchmarkSpec, lines: dict[tuple[Any, ...], int], problems: list[Problem]) -> None:
-    """``labelChunking`` must be a valid chunking whose hash is the one recorded."""
-    recorded = spec.labelChunking
-    if recorded is None:
-        return
-    where = lines.get(("labelChunking",))
-    try:
-        config = ChunkingConfig.model_validate(recorded.config)
-    except ValidationError as exc:
-        problems.extend(
-            problems_from_validation(
-                exc,
-                file=BENCHMARK_FILE,
-                model=ChunkingConfig,
-                lines=lines,
-                line=where,
-                prefix=("labelChunking", "config"),
-            )
-        )
-        return
-    if config_hash(config) != recorded.hash:
-        problems.append(
-            Problem(
-                file=BENCHMARK_FILE,
-                line=lines.get(("labelChunking", "hash"), where),
-                field="labelChunking.hash",
-                message=f"the recorded config hashes to {config_hash(config)}, not {recorded.hash}",
-                fix="labelChunking is written by `rageval judge adjudicate`; restore it",
-            )
-        )
-
-
-def _judgment_counter(case: Case) -> Counter[tuple[str, int, int | None, int | None]]:
-    return Counter((j.documentId, j.grade, j.start, j.end) for j in case.relevant)
-
-
-def _check_lineage(
-    root: Path,
-    spec: BenchmarkSpec,
-    lines: dict[tuple[Any, ...], int],
-    cases: list[tuple[int, Case]],
-    problems: list[Problem],
-) -> None:
-    """A version with a predecessor may drop a case, or change its query or judgments, only where
-    a changelog entry of this version lists it (with its reason); every new case is listed as added."""
-    predecessor = spec.predecessor
-    if predecessor is None:
-        return
-    where = lines.get(("predecessor",))
-
-    def spec_problem(message: str, fix: str, line: int | None = where, field: str = "predecessor") -> None:
-        problems.append(Problem(file=BENCHMARK_FILE, line=line, field=field, message=message, fix=fix))
-
-    if predecessor.version == spec.version:
-        spec_problem(
-            f"version '{spec.version}' is the predecessor's version too",
-            "give this version a new `version`",
-            lines.get(("version",)),
-            "version",
-        )
-    old_root = root / predecessor.path
-    old_cases_path = old_root / CASES_FILE
-    if not old_cases_path.is_file():
-        spec_problem(
-            f"the predecessor's {CASES_FILE} is not at {old_cases_path}",
-            "earlier versions stay beside their successors: restore the folder, or correct predecessor.path",
-        )
-        return
-    if sha256_file(old_cases_path) != predecessor.cases:
-        spec_problem(
-            f"the predecessor's {CASES_FILE} ({old_cases_path}) changed after this version was started from it",
-            "published versions are immutable: restore the predecessor's cases",
-        )
-        return
-    try:
-        old_spec, _ = read_yaml(old_root / BENCHMARK_FILE, BenchmarkError)
-    except BenchmarkError:
-        old_spec = None
-    if not isinstance(old_spec, dict) or old_spec.get("version") != predecessor.version:
-        found = old_spec.get("version") if isinstance(old_spec, dict) else None
-        spec_problem(
-            f"the predecessor at {old_root} is version {found!r}, benchmark.yaml records '{predecessor.version}'",
-            "correct predecessor.path or predecessor.version",
-        )
-    rows, read_problems = read_jsonl(old_cases_path)
-    old: dict[str, tuple[int, Case]] = {}
-    for number, value in rows:
-        try:
-            case = Case.model_validate(value)
-        except ValidationError:
-            read_problems.append(Problem(file=str(old_cases_path), line=number, message="not a valid case"))
-            continue
-        old.setdefault(case.queryId, (number, case))
-    if read_problems:
-        spec_problem(f"the predecessor's {CASES_FILE} cannot be read ({read_problems[0]})", "restore the predecessor")
-        return
-    new = {case.queryId: (number, case) for number, case in cases}
-
-    listed: dict[str, dict[str, int]] = {}  # action -> query ID -> changelog index
-    for index, entry in enumerate(spec.changelog):
-        if entry.version == spec.version:
-            for query_id in entry.cases:
-                listed.setdefault(entry.action, {})[query_id] = index
-
-    def entry_hint(action: str, query_id: str) -> str:
-        return (
-            f"restore it, or list it in benchmark.yaml's changelog: {{version: '{spec.version}', date: YYYY-MM-DD, "
-            f"action: {action}, cases: [{query_id}], reason: ...}}"
-        )
-
-    for query_id, (old_line, old_case) in old.items():
-        if query_id not in new:
-            if query_id not in listed.get("retired", {}):
-                problems.append(
-                    Problem(
-                        file=CASES_FILE,
-                        field="queryId",
-                        message=f"case '{query_id}' of version {predecessor.version} ({CASES_FILE} line {old_line} there) "
-                        "was dropped without being retired",
-                        fix=entry_hint("retired", query_id),
-                    )
-                )
-            continue
-        line, case = new[query_id]
-        rejudged = query_id in listed.get("re-judged", {})
-        if case.query != old_case.query and not rejudged:
-            problems.append(
-                Problem(
-                    file=CASES_FILE,
-                    line=line,
-                    field="query",
-                    message=f"the query of case '{query_id}' differs from version {predecessor.version}'s",
-                    fix=entry_hint("re-judged", query_id),
-                )
-            )
-        before, after = _judgment_counter(old_case), _judgment_counter(case)
-        if before != after and not rejudged:
-            added_only = query_id in listed.get("judgments-added", {}) and not (before - after)
-            if not added_only:
-                message = f"the judgments of case '{query_id}' differ from version {predecessor.version}'s"
-                if query_id in listed.get("judgments-added", {}):
-                    message += " ('judgments-added' covers new judgments only; existing ones were changed or removed)"
-                problems.append(
-                    Problem(
-                        file=CASES_FILE,
-                        line=line,
-                        field="relevant",
-                        message=message,
-                        fix=entry_hint("re-judged", query_id),
-                    )
-                )
-    for query_id, (line, _) in new.items():
-        if query_id not in old and query_id not in listed.get("added", {}):
-            problems.append(
-                Problem(
-                    file=CASES_FILE,
-                    line=line,
-                    field="queryId",
-                    message=f"case '{query_id}' is new in this version but the changelog does not list it as added",
-                    fix=entry_hint("added", query_id),
-                )
-            )
-
-    for action, ids in listed.items():
-        for query_id, index in ids.items():
-            line = lines.get(("changelog", index))
-            field = f"changelog[{index}].cases"
-            wrong = None
-            if action == "retired" and query_id in new:
-                wrong = f"case '{query_id}' is listed as retired but is still in {CASES_FILE}"
-            elif action == "added" and query_id in old:
-                wrong = f"case '{query_id}' is listed as added but version {predecessor.version} has it already"
-            elif action == "added" and query_id not in new:
-                wrong = f"case '{query_id}' is listed as added but is not in {CASES_FILE}"
-            elif action in ("re-judged", "judgments-added") and not (query_id in old and query_id in new):
-                wrong = f"case '{query_id}' is listed as {action} but is not in both this version and its predecessor"
-            if wrong:
-                problems.append(
-                    Problem(
-                        file=BENCHMARK_FILE, line=line, field=field, message=wrong, fix="correct the changelog entry"
-                    )
-                )
+# --------------------------------------------------------------------------- writing
 
 
 def relative_path(target: Path, start: Path) -> str:
     """``target`` relative to the folder ``start``, with forward slashes (stored in benchmark.yaml)."""
     return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
-
-
-# --------------------------------------------------------------------------- writing
 
 
 def hash_files(path: str | Path) -> dict[str, str]:

@@ -49,7 +49,7 @@ def judge_pool(
     """Pool the unjudged top-K items of several runs into a blind assessment sheet."""
     from rageval.benchmark.loading import load_benchmark
     from rageval.benchmark.migration import load_chunking
-    from rageval.judging.pool import pool, read_extra, write_pool
+    from rageval.judging import pool, read_extra, write_pool
 
     try:
         frames, configs, run_benchmark, run_split, run_cases = (
@@ -127,7 +127,7 @@ def judge_import(
     out: Annotated[Path | None, typer.Option(help="[default: POOL_DIR/labels.jsonl]")] = None,
 ) -> None:
     """Import assessors' sheets; every bad row is reported with file and line, and nothing is written."""
-    from rageval.judging.pool import LABELS_FILE, import_sheets, read_pool, write_labels
+    from rageval.judging import LABELS_FILE, import_sheets, read_pool, write_labels
 
     try:
         labels = import_sheets(read_pool(pool_dir), sheets)
@@ -151,7 +151,7 @@ def judge_agreement(
     import pandas as pd
 
     from rageval.evaluation.agreement import agreement
-    from rageval.judging.pool import LABELS_FILE, read_labels, read_pool
+    from rageval.judging import LABELS_FILE, read_labels, read_pool
 
     try:
         manifest = read_pool(pool_dir)
@@ -189,7 +189,7 @@ def judge_adjudicate(
 ) -> None:
     """Write a new benchmark version holding the adjudicated judgments, keeping assessor notes."""
     from rageval.benchmark.loading import load_benchmark
-    from rageval.judging.pool import LABELS_FILE, adjudicate, read_adjudication, read_labels, read_pool
+    from rageval.judging import LABELS_FILE, adjudicate, read_adjudication, read_labels, read_pool
 
     try:
         manifest = read_pool(pool_dir)

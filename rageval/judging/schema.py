@@ -1,10 +1,23 @@
-"""The files assessors and adjudicators fill in, as strict models."""
+"""The files of judging as strict models: what assessors and adjudicators fill in (sheet rows,
+adjudication rows, ``--add`` items), what rageval writes (``pool.json``, ``labels.jsonl``), and the
+one loop that validates their rows with file and line."""
 
 from __future__ import annotations
 
-from pydantic import Field, StrictInt, StrictStr
+import datetime as dt
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cached_property, partial
+from typing import Annotated, Any, Literal, TypeVar
 
-from rageval.validation import Slug, Strict
+from pydantic import Field, StrictInt, StrictStr, ValidationError
+
+from rageval.errors import Problem
+from rageval.validation import Slug, Strict, problems_from_validation
+
+POOL_FILE = "pool.json"
+SHEET_CSV = "sheet.csv"
+SHEET_JSONL = "sheet.jsonl"
+LABELS_FILE = "labels.jsonl"
 
 
 class SheetRow(Strict):
@@ -20,6 +33,14 @@ class SheetRow(Strict):
     assessor: StrictStr | None = None
     grade: StrictInt | None = None
     notes: StrictStr | None = None
+
+    @property
+    def assessor_name(self) -> str:
+        """The assessor column without surrounding blanks ('' where it is empty)."""
+        return (self.assessor or "").strip()
+
+
+SHEET_COLUMNS = list(SheetRow.model_fields)
 
 
 class ExtraItem(Strict):
@@ -38,3 +59,110 @@ class AdjudicationRow(Strict):
     itemId: Slug
     grade: StrictInt
     note: StrictStr | None = None
+
+
+class LabelRecord(Strict):
+    """One line of ``labels.jsonl`` (written by ``rageval judge import``)."""
+
+    itemId: Slug
+    queryId: Slug
+    assessor: Slug
+    grade: StrictInt
+    notes: StrictStr = ""
+    source: StrictStr = ""
+
+
+# --------------------------------------------------------------------------- pool manifest
+
+
+class Found(Strict):
+    """Where a pooled item came from: a run's key and rank, or a targeted-search file and line."""
+
+    run: StrictStr
+    rank: StrictInt | None = None
+
+
+class PoolItem(Strict):
+    itemId: Slug
+    queryId: Slug
+    documentId: Slug
+    start: StrictInt | None = None
+    end: StrictInt | None = None
+    chunking: StrictStr | None = Field(default=None, description="hash of the chunking whose chunk this passage is")
+    slice: list[StrictStr] = Field(default_factory=list)
+    found: list[Found] = Field(min_length=1)
+
+
+class PoolManifest(Strict):
+    """``pool.json``: what was pooled from what; assessors never see it."""
+
+    benchmark: Slug
+    version: Slug
+    cases: StrictStr = Field(description="sha256 of the benchmark's cases.jsonl")
+    path: StrictStr = Field(description="the benchmark's folder when it was pooled")
+    relevanceUnit: Literal["document", "passage"]
+    split: Slug
+    depth: StrictInt = Field(gt=0)
+    seed: StrictInt
+    created: dt.date = Field(strict=False)
+    runs: list[StrictStr]
+    rubric: dict[Annotated[int, Field(strict=False)], StrictStr]
+    chunkings: dict[StrictStr, dict[StrictStr, Any]] = Field(default_factory=dict)
+    items: list[PoolItem]
+
+    @cached_property
+    def _by_id(self) -> dict[str, PoolItem]:
+        return {item.itemId: item for item in self.items}
+
+    def item(self, item_id: str) -> PoolItem | None:
+        return self._by_id.get(item_id)
+
+
+# --------------------------------------------------------------------------- reading rows
+
+Row = TypeVar("Row", bound=Strict)
+# Places a problem at a file and line: called with field, message and fix.
+At = Callable[..., Problem]
+
+
+def valid_rows(
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    model: type[Row],
+    file: str,
+    problems: list[Problem],
+    integers: Sequence[str] = (),
+    check: Callable[[Row, At], Problem | None] | None = None,
+) -> Iterator[tuple[int, Row]]:
+    """Each row that validates as ``model`` and passes ``check``, with its line; the problems of
+    the others go to ``problems``. Lazily: a row is validated and checked only once the caller has
+    handled the one before, so problems stay in line order and ``check`` sees what the caller
+    recorded of earlier rows (a duplicate is found against them)."""
+    for line, value in rows:
+        try:
+            row = model.model_validate(integer_cells(value, integers))
+        except ValidationError as exc:
+            problems.extend(problems_from_validation(exc, file=file, line=line, model=model))
+            continue
+        wrong = check(row, partial(Problem, file=file, line=line)) if check else None
+        if wrong:
+            problems.append(wrong)
+            continue
+        yield line, row
+
+
+def outside_rubric(grade: int, manifest: PoolManifest, at: At) -> Problem | None:
+    """A grade the pool's rubric does not define, placed by ``at``; None for a rubric grade."""
+    if grade in manifest.rubric:
+        return None
+    choices = ", ".join(str(g) for g in sorted(manifest.rubric))
+    return at(field="grade", message=f"grade {grade} is outside the rubric", fix=f"use one of {choices}")
+
+
+def integer_cells(value: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """CSV cells are text: whole numbers in integer fields become integers (others fail validation)."""
+    out = dict(value)
+    for name in fields:
+        cell = out.get(name)
+        if isinstance(cell, str) and cell.strip().lstrip("-").isdigit():
+            out[name] = int(cell.strip())
+    return out

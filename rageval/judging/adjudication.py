@@ -1,0 +1,216 @@
+"""Adjudication: the final grade of each pooled item (the assessors' where they agree, the
+adjudicator's where given), written into the next benchmark version with its changelog and notes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rageval.benchmark.loading import Benchmark
+from rageval.benchmark.schema import Case, ChangelogEntry, Judgment
+from rageval.benchmark.versions import next_version, write_version
+from rageval.errors import BenchmarkError, Problem
+from rageval.io import read_table
+from rageval.judging.schema import POOL_FILE, AdjudicationRow, At, PoolItem, PoolManifest, outside_rubric, valid_rows
+
+
+def read_adjudication(path: str | Path, manifest: PoolManifest) -> list[tuple[int, AdjudicationRow]]:
+    """An adjudication file (CSV or JSONL: itemId, grade, note): one final grade per pooled item."""
+    rows, problems = read_table(path)
+    out: list[tuple[int, AdjudicationRow]] = []
+    seen: dict[str, int] = {}  # item -> line of its row
+    check = partial(_adjudication_problem, manifest=manifest, seen=seen)
+    for line, row in valid_rows(rows, AdjudicationRow, str(path), problems, integers=["grade"], check=check):
+        seen[row.itemId] = line
+        out.append((line, row))
+    if problems:
+        raise BenchmarkError(problems)
+    return out
+
+
+def _adjudication_problem(row: AdjudicationRow, at: At, manifest: PoolManifest, seen: dict[str, int]) -> Problem | None:
+    """The first thing wrong with one adjudication row (``at`` places the problem), or None."""
+    if manifest.item(row.itemId) is None:
+        return at(field="itemId", message=f"unknown item '{row.itemId}'", fix="use an itemId of the pool's sheet")
+    if row.itemId in seen:
+        return at(
+            field="itemId",
+            message=f"item '{row.itemId}' is adjudicated twice (first on line {seen[row.itemId]})",
+            fix="keep one row per item",
+        )
+    return outside_rubric(row.grade, manifest, at)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The final grade of one pooled item and how it was reached."""
+
+    item: PoolItem
+    grade: int
+    labels: tuple[tuple[str, int, str], ...]  # assessor, grade, notes
+    adjudication: AdjudicationRow | None
+
+
+def verdicts(
+    manifest: PoolManifest,
+    labels: pd.DataFrame,
+    adjudication: Sequence[tuple[int, AdjudicationRow]],
+    file: str = "adjudication",
+) -> list[Verdict]:
+    """Final grades: the adjudicated grade where there is one, else the assessors' grade where they
+    all agree. An item the assessors disagree on needs an adjudication row; an item nobody labelled
+    stays unjudged."""
+    decided = {row.itemId: row for _, row in adjudication}
+    by_item: dict[str, list[tuple[str, int, str]]] = {}
+    for row in labels.itertuples(index=False):
+        if manifest.item(row.item_id) is None:
+            raise BenchmarkError(
+                Problem(
+                    file=str(row.source),
+                    field="itemId",
+                    message=f"item '{row.item_id}' is not in this pool",
+                    fix="import sheets of this pool",
+                )
+            )
+        by_item.setdefault(row.item_id, []).append((row.assessor, int(row.grade), row.notes))
+    problems = []
+    out = []
+    for item in manifest.items:
+        given = tuple(sorted(by_item.get(item.itemId, [])))
+        row = decided.get(item.itemId)
+        if row is not None:
+            out.append(Verdict(item, row.grade, given, row))
+        elif given and len({grade for _, grade, _ in given}) == 1:
+            out.append(Verdict(item, given[0][1], given, None))
+        elif given:
+            spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
+            problems.append(
+                Problem(
+                    file=file,
+                    field="itemId",
+                    message=f"item '{item.itemId}' (case {item.queryId}): the assessors disagree ({spread}) and it is not adjudicated",
+                    fix=f"add a row: {item.itemId},<final grade>,<note>",
+                )
+            )
+    if problems:
+        raise BenchmarkError(problems)
+    return out
+
+
+def adjudicate(
+    benchmark: Benchmark,
+    manifest: PoolManifest,
+    labels: pd.DataFrame,
+    adjudication: Sequence[tuple[int, AdjudicationRow]],
+    *,
+    version: str | None = None,
+    out: str | Path | None = None,
+    date: dt.date | None = None,
+    file: str = "adjudication",
+) -> Path:
+    """Write version n+1 of ``benchmark`` holding the pooled judgments; returns its folder.
+
+    A passage item becomes a span judgment (its chunk's offsets in the parent), a document item a
+    document judgment. A judgment of the same unit that exists already is replaced when its grade
+    changed. The changelog lists the cases that gained judgments ("judgments-added") or had one
+    changed ("re-judged"), with the reason "pooled judgments <date>"; assessor notes and
+    adjudication notes go to ``judgment-notes.jsonl``. At passage level, when the benchmark does not
+    record yet which chunking its labels were made on, the pool's chunking is recorded
+    (``labelChunking``) if the pool used exactly one.
+    """
+    _check_pooled_on(manifest, benchmark)
+    date = date or dt.date.today()
+    version = version or next_version(benchmark.spec.version)
+    by_case: dict[str, list[Verdict]] = {}
+    for verdict in verdicts(manifest, labels, adjudication, file=file):
+        by_case.setdefault(verdict.item.queryId, []).append(verdict)
+
+    added: list[str] = []
+    rejudged: list[str] = []
+    cases = []
+    notes: list[dict[str, Any]] = []
+    for case in benchmark.cases:
+        relevant, gained, changed = _judge(case, by_case.get(case.queryId, []), version, date, notes)
+        if changed:
+            rejudged.append(case.queryId)
+        elif gained:
+            added.append(case.queryId)
+        cases.append(case.model_copy(update={"relevant": relevant}) if (gained or changed) else case)
+
+    reason = f"pooled judgments {date.isoformat()} (pool of {len(manifest.runs)} runs at depth {manifest.depth}, split {manifest.split})"
+    changes = [
+        ChangelogEntry(version=version, date=date, action=action, cases=ids, reason=reason)
+        for action, ids in (("judgments-added", added), ("re-judged", rejudged))
+        if ids
+    ]
+    updates: dict[str, Any] = {}
+    if (
+        benchmark.spec.relevanceUnit == "passage"
+        and benchmark.spec.labelChunking is None
+        and len(manifest.chunkings) == 1
+    ):
+        ((digest, config),) = manifest.chunkings.items()
+        updates["labelChunking"] = {"hash": digest, "config": config}
+    return write_version(benchmark, version, cases=cases, changes=changes, notes=notes, spec_updates=updates, out=out)
+
+
+def _check_pooled_on(manifest: PoolManifest, benchmark: Benchmark) -> None:
+    """A pool is adjudicated into the version it was made on: same name, version and cases."""
+    if (manifest.benchmark, manifest.version) != (
+        benchmark.spec.name,
+        benchmark.spec.version,
+    ) or manifest.cases != benchmark.file_hashes.get("cases.jsonl"):
+        raise BenchmarkError(
+            Problem(
+                file=POOL_FILE,
+                message=f"the pool was made on {manifest.benchmark} {manifest.version} (cases sha256 {manifest.cases[:12]}…), "
+                f"not on {benchmark.spec.name} {benchmark.spec.version} ({benchmark.file_hashes.get('cases.jsonl', '')[:12]}…)",
+                fix="adjudicate into the version the pool was made on",
+            )
+        )
+
+
+def _judge(
+    case: Case, final: Sequence[Verdict], version: str, date: dt.date, notes: list[dict[str, Any]]
+) -> tuple[list[Judgment], bool, bool]:
+    """A case's judgments with its verdicts applied, whether it gained one and whether one changed
+    grade; the note of each new or changed judgment is appended to ``notes``."""
+    relevant = list(case.relevant)
+    gained = changed = False
+    for verdict in final:
+        item = verdict.item
+        judgment = Judgment(documentId=item.documentId, grade=verdict.grade, start=item.start, end=item.end)
+        same = [
+            i
+            for i, j in enumerate(relevant)
+            if (j.documentId, j.start, j.end) == (item.documentId, item.start, item.end)
+        ]
+        if same and all(relevant[i].grade == verdict.grade for i in same):
+            continue
+        if same:
+            relevant = [j for i, j in enumerate(relevant) if i not in same]
+            changed = True
+        else:
+            gained = True
+        relevant.append(judgment)
+        notes.append(
+            {
+                "version": version,
+                "date": date.isoformat(),
+                "queryId": case.queryId,
+                "itemId": item.itemId,
+                "documentId": item.documentId,
+                "start": item.start,
+                "end": item.end,
+                "grade": verdict.grade,
+                "labels": [{"assessor": a, "grade": g, "notes": n} for a, g, n in verdict.labels],
+                "adjudication": None if verdict.adjudication is None else verdict.adjudication.model_dump(),
+            }
+        )
+    return relevant, gained, changed

@@ -1,0 +1,168 @@
+"""The pool on disk and the labels that come back: ``pool.json`` and the blind sheets
+(``sheet.csv``, ``sheet.jsonl``) written, assessors' filled sheets imported into labels, and
+``labels.jsonl`` written and read."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pydantic import ValidationError
+
+from rageval.errors import BenchmarkError, Problem
+from rageval.io import read_jsonl, read_table
+from rageval.judging.pooling import Pool
+from rageval.judging.schema import (
+    POOL_FILE,
+    SHEET_COLUMNS,
+    SHEET_CSV,
+    SHEET_JSONL,
+    At,
+    LabelRecord,
+    PoolManifest,
+    SheetRow,
+    outside_rubric,
+    valid_rows,
+)
+from rageval.validation import problems_from_validation
+
+# A labels frame: one row per assessor and item; ``source`` is the sheet's file:line.
+LABEL_COLUMNS = ["item_id", "query_id", "assessor", "grade", "notes", "source"]
+
+
+def write_pool(result: Pool, out: str | Path) -> dict[str, Path]:
+    """Write ``pool.json``, ``sheet.csv`` and ``sheet.jsonl`` into ``out``; refuses an existing pool."""
+    folder = Path(out)
+    if (folder / POOL_FILE).exists():
+        raise BenchmarkError(
+            Problem(file=str(folder / POOL_FILE), message="a pool exists here already", fix="choose a new --out folder")
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {"pool": folder / POOL_FILE, "csv": folder / SHEET_CSV, "jsonl": folder / SHEET_JSONL}
+    paths["pool"].write_text(result.manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    rows = [row.model_dump(mode="json") for row in result.sheet]
+    with paths["csv"].open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SHEET_COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
+    with paths["jsonl"].open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return paths
+
+
+def read_pool(path: str | Path) -> PoolManifest:
+    """Read ``pool.json`` (or the pool folder holding it)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / POOL_FILE
+    if not path.is_file():
+        raise BenchmarkError(
+            Problem(file=str(path), message="no pool here", fix="give the folder `rageval judge pool` wrote")
+        )
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return PoolManifest.model_validate(data)
+    except json.JSONDecodeError as exc:
+        raise BenchmarkError(Problem(file=str(path), line=exc.lineno, message=f"malformed JSON: {exc.msg}")) from None
+    except ValidationError as exc:
+        raise BenchmarkError(problems_from_validation(exc, file=str(path), model=PoolManifest)) from None
+
+
+# --------------------------------------------------------------------------- labels
+
+
+def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Read several assessors' sheets into labels (``LABEL_COLUMNS``, one row per assessor and item).
+
+    Every bad row is reported, with file and line: unknown item or case IDs, a grade outside the
+    rubric, a label without an assessor, and a second label for one item by the same assessor.
+    Rows without a grade are not labels and are skipped."""
+    problems: list[Problem] = []
+    seen: dict[tuple[str, str], str] = {}  # (item, assessor) -> file:line of the first label
+    labels = []
+    check = partial(_sheet_problem, manifest=manifest, seen=seen)
+    for path in paths:
+        rows, read_problems = read_table(path)
+        problems.extend(read_problems)
+        for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"], check=check):
+            if row.grade is not None:  # a row without a grade is context, not a label
+                where = f"{path}:{line}"
+                seen[row.itemId, row.assessor_name] = where
+                labels.append((row.itemId, row.queryId, row.assessor_name, row.grade, row.notes or "", where))
+    if problems:
+        raise BenchmarkError(problems)
+    frame = pd.DataFrame(labels, columns=LABEL_COLUMNS)
+    return frame.astype({"grade": np.int64})
+
+
+def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tuple[str, str], str]) -> Problem | None:
+    """The first thing wrong with one sheet row (``at`` places the problem), or None. The IDs are
+    checked on every row; the label itself only where a grade is given."""
+    item = manifest.item(row.itemId)
+    if item is None:
+        return at(
+            field="itemId", message=f"unknown item '{row.itemId}'", fix="keep the itemId column of the sheet as written"
+        )
+    if item.queryId != row.queryId:
+        return at(
+            field="queryId",
+            message=f"item '{row.itemId}' belongs to case '{item.queryId}', not '{row.queryId}'",
+            fix="keep the queryId column as written",
+        )
+    if row.grade is None:
+        return None
+    wrong = outside_rubric(row.grade, manifest, at)
+    if wrong:
+        return wrong
+    assessor = row.assessor_name
+    if not assessor:
+        return at(
+            field="assessor",
+            message="a grade without an assessor",
+            fix="write the assessor's name in the assessor column",
+        )
+    if (row.itemId, assessor) in seen:
+        return at(
+            field="itemId",
+            message=f"'{assessor}' labelled item '{row.itemId}' already at {seen[row.itemId, assessor]}",
+            fix="keep one label per item and assessor",
+        )
+    return None
+
+
+def write_labels(labels: pd.DataFrame, path: str | Path) -> Path:
+    """Write a labels frame (``LABEL_COLUMNS``) as ``labels.jsonl``, one :class:`LabelRecord` a line."""
+    path = Path(path)
+    with path.open("w", encoding="utf-8") as handle:
+        for row in labels[LABEL_COLUMNS].itertuples(index=False):
+            record = {
+                "itemId": row.item_id,
+                "queryId": row.query_id,
+                "assessor": row.assessor,
+                "grade": int(row.grade),
+                "notes": row.notes,
+                "source": row.source,
+            }
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_labels(path: str | Path) -> pd.DataFrame:
+    """Read ``labels.jsonl`` back into a labels frame (``LABEL_COLUMNS``); every bad line is reported."""
+    path = Path(path)
+    if not path.is_file():
+        raise BenchmarkError(Problem(file=str(path), message="file not found", fix="run `rageval judge import` first"))
+    rows, problems = read_jsonl(path)
+    records = [record for _, record in valid_rows(rows, LabelRecord, str(path), problems)]
+    if problems:
+        raise BenchmarkError(problems)
+    frame = pd.DataFrame(
+        [(r.itemId, r.queryId, r.assessor, r.grade, r.notes, r.source) for r in records], columns=LABEL_COLUMNS
+    )
+    return frame.astype({"grade": np.int64})
