@@ -97,15 +97,15 @@ def read_table(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list
         return rows, [Problem(**{**p.__dict__, "file": str(path)}) for p in problems]
     if path.suffix != ".csv":
         return [], [Problem(file=str(path), message=f"unknown sheet format '{path.suffix}'", fix="use .csv or .jsonl")]
-    rows: list[tuple[int, dict[str, Any]]] = []
-    problems: list[Problem] = []
+    records: list[tuple[int, dict[str, Any]]] = []
+    found: list[Problem] = []
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle, restkey="\0extra")
         start = 2
         for record in reader:
             line, start = start, reader.line_num + 1
             if "\0extra" in record:
-                problems.append(Problem(file=str(path), line=line, message="more cells than the header has columns"))
+                found.append(Problem(file=str(path), line=line, message="more cells than the header has columns"))
                 continue
-            rows.append((line, {k: v for k, v in record.items() if v not in ("", None)}))
-    return rows, problems
+            records.append((line, {k: v for k, v in record.items() if v not in ("", None)}))
+    return records, found

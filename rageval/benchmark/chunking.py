@@ -263,7 +263,8 @@ def chunk_qrels(cases: Iterable[Case], chunks: Iterable[Chunk]) -> dict[str, dic
         grades: dict[str, int] = {}
         for judgment in case.relevant:
             for chunk in by_parent.get(judgment.documentId, []):
-                if judgment.has_span and not (chunk.start < judgment.end and judgment.start < chunk.end):
+                span = judgment.span
+                if span is not None and not (chunk.start < span[1] and span[0] < chunk.end):
                     continue
                 grades[chunk.chunk_id] = max(judgment.grade, grades.get(chunk.chunk_id, judgment.grade))
         out[case.queryId] = grades

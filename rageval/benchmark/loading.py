@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rageval.benchmark.lineage import check_label_chunking, check_lineage
 from rageval.benchmark.schema import (
@@ -193,7 +193,7 @@ def _check_hashes(
     return actual
 
 
-def _read_models(path: Path, model: type, problems: list[Problem]) -> list[tuple[int, Any]]:
+def _read_models(path: Path, model: type[BaseModel], problems: list[Problem]) -> list[tuple[int, Any]]:
     if not path.is_file():
         return []
     rows, read_problems = read_jsonl(path)
@@ -281,7 +281,8 @@ def _check_cases(
             if (item.start is None) != (item.end is None):
                 problem(line, where, "give both start and end, or neither")
                 continue
-            if item.has_span:
+            if item.span is not None:
+                start, end = item.span
                 if not passage_unit:
                     problem(
                         line,
@@ -291,11 +292,11 @@ def _check_cases(
                     )
                     continue
                 length = len(texts.get(item.documentId, ""))
-                if not (item.start < item.end <= length):
+                if not (start < end <= length):
                     problem(
                         line,
-                        f"{where}.end" if item.end > length else f"{where}.start",
-                        f"offsets {item.start}–{item.end} fall outside document '{item.documentId}' "
+                        f"{where}.end" if end > length else f"{where}.start",
+                        f"offsets {start}–{end} fall outside document '{item.documentId}' "
                         f"(text length {length}) or are empty",
                         "offsets are character positions into the document's text, start < end",
                     )

@@ -105,8 +105,8 @@ def propose(cases: Iterable[Case], chunks: Iterable[Chunk], source_hash: str) ->
         found: dict[str, tuple[Chunk, list[ProposalSource]]] = {}
         for judgment in case.relevant:
             for chunk in by_parent.get(judgment.documentId, []):
-                start, end = (judgment.start, judgment.end) if judgment.has_span else (chunk.start, chunk.end)
-                if not judgment.has_span:
+                start, end = judgment.span or (chunk.start, chunk.end)
+                if judgment.span is None:
                     # A document judgment covers every chunk of the document entirely.
                     shared, score = chunk.end - chunk.start, 1.0
                 else:
@@ -187,8 +187,9 @@ def migrate_labels(
         ]
         proposal = proposal.model_copy(update={"fromChunks": from_chunks})
         kept = previous.get((proposal.queryId, proposal.chunkId))
-        same = kept is not None and kept.fromChunking == source_hash and _sources_key(kept) == _sources_key(proposal)
-        proposals.append(kept if same else proposal)
+        if kept is not None and kept.fromChunking == source_hash and _sources_key(kept) == _sources_key(proposal):
+            proposal = kept  # an unchanged proposal keeps its review
+        proposals.append(proposal)
     _write_rows(path, proposals)
     return path, proposals
 
@@ -337,8 +338,9 @@ def chunk_labels(
     recorded = benchmark.spec.labelChunking
     if not path.is_file():
         if recorded is None or recorded.hash == digest:
-            status = "exact" if recorded is not None else "derived"
-            return ChunkLabels(chunk_qrels(cases, chunks), "derived", digest, status=status)
+            return ChunkLabels(
+                chunk_qrels(cases, chunks), "derived", digest, status="exact" if recorded is not None else "derived"
+            )
         if split == RELEASE_SPLIT:
             raise BenchmarkError(
                 Problem(

@@ -31,7 +31,8 @@ RELEASE_SPLIT = "release"
 
 ChunkingHash = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{12}$")]
 JUDGMENT_NOTES_FILE = "judgment-notes.jsonl"
-CHANGE_ACTIONS = ("added", "retired", "re-judged", "judgments-added")
+ChangeAction = Literal["added", "retired", "re-judged", "judgments-added"]
+CHANGE_ACTIONS: tuple[str, ...] = get_args(ChangeAction)
 
 
 class Predecessor(Strict):
@@ -48,7 +49,7 @@ class ChangelogEntry(Strict):
 
     version: Slug
     date: dt.date = Field(strict=False)
-    action: Literal["added", "retired", "re-judged", "judgments-added"]
+    action: ChangeAction
     cases: list[Slug] = Field(min_length=1, description="query IDs")
     reason: StrictStr
 
@@ -115,7 +116,12 @@ class Judgment(Strict):
 
     @property
     def has_span(self) -> bool:
-        return self.start is not None and self.end is not None
+        return self.span is not None
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """(start, end) of the evidence passage; None for a whole-document judgment."""
+        return (self.start, self.end) if self.start is not None and self.end is not None else None
 
 
 class Case(Strict):

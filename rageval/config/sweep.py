@@ -88,7 +88,7 @@ def _value(value: Any) -> str:
 
 def expand(spec: SweepConfig) -> list[tuple[str, tuple[str, ...], tuple[Any, ...]]]:
     """Members as (name, overrides, YAML location): the grid's combinations, then the variants."""
-    out = []
+    out: list[tuple[str, tuple[str, ...], tuple[str, str | int]]] = []
     keys = list(spec.grid)
     last = [key.rsplit(".", 1)[-1] for key in keys]
     short = [part if last.count(part) == 1 else key for key, part in zip(keys, last, strict=True)]

@@ -79,7 +79,7 @@ class ExperimentResult:
     def stage_table(self) -> pd.DataFrame:
         """Rows: stages in order, then ``context``; columns: candidates (mean per query) and each
         measure's mean over the evaluated queries."""
-        if self.stage_metrics is None or self.stage_metrics.empty:
+        if self.stage_metrics is None or self.stage_metrics.empty or self.stage_rankings is None:
             return pd.DataFrame()
         table = self.stage_metrics.pivot_table(
             index="stage", columns="measure", values="value", aggfunc="mean", sort=False
@@ -230,7 +230,7 @@ def run_experiment(
         evidence=evidence,
         diagnostics=diagnostics,
         cache_hits=pipeline.cache_hits(),
-        models={s.name: s.model_identity for s in pipeline.stages if getattr(s, "model_identity", None)},
+        models={s.name: identity for s in pipeline.stages if (identity := getattr(s, "model_identity", None))},
         external_calls=pipeline.external_calls(),
         abstention=abstained,
     )

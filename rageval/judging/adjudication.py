@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from rageval.benchmark.loading import Benchmark
-from rageval.benchmark.schema import Case, ChangelogEntry, Judgment
+from rageval.benchmark.schema import Case, ChangeAction, ChangelogEntry, Judgment
 from rageval.benchmark.versions import next_version, write_version
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_table
@@ -144,9 +144,10 @@ def adjudicate(
         cases.append(case.model_copy(update={"relevant": relevant}) if (gained or changed) else case)
 
     reason = f"pooled judgments {date.isoformat()} (pool of {len(manifest.runs)} runs at depth {manifest.depth}, split {manifest.split})"
+    actions: tuple[tuple[ChangeAction, list[str]], ...] = (("judgments-added", added), ("re-judged", rejudged))
     changes = [
         ChangelogEntry(version=version, date=date, action=action, cases=ids, reason=reason)
-        for action, ids in (("judgments-added", added), ("re-judged", rejudged))
+        for action, ids in actions
         if ids
     ]
     updates: dict[str, Any] = {}

@@ -233,9 +233,10 @@ def _covered(case: Case, item: ExtraItem, passage: bool) -> bool:
     for judgment in case.relevant:
         if judgment.documentId != item.documentId:
             continue
-        if not passage or not judgment.has_span:
+        if not passage or judgment.span is None:
             return True
-        if item.start is not None and judgment.start <= item.start and item.end <= judgment.end:
+        start, end = judgment.span
+        if item.start is not None and item.end is not None and start <= item.start and item.end <= end:
             return True
     return False
 

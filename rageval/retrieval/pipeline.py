@@ -105,7 +105,7 @@ class Pipeline:
         return [s.name for s in self.stages]
 
     def cache_hits(self) -> dict[str, bool]:
-        return {s.name: bool(s.cache_hit) for s in self.stages if getattr(s, "cache_hit", None) is not None}
+        return {s.name: bool(hit) for s in self.stages if (hit := getattr(s, "cache_hit", None)) is not None}
 
     def external_calls(self) -> dict[str, int]:
         return {s.name: int(getattr(s, "external_calls", 0)) for s in self.stages}
