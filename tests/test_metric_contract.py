@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,15 @@ from rageval.errors import ComparisonError, EvaluationError
 from rageval.evaluation import (
     CONTRACT,
     CONTRACT_DIGEST,
+    DUPLICATE_POLICIES,
+    GAINS,
+    MISSING_POLICIES,
     RULES,
+    TIE_POLICIES,
+    DuplicatePolicy,
+    Gain,
+    MissingPolicy,
+    TiePolicy,
     abstention,
     contract_differences,
     contract_record,
@@ -45,6 +54,26 @@ def value(run, qrels, measure, **options):
 def test_rules_cannot_change_without_a_new_version():
     assert CONTRACT == "rageval-metrics/2"
     assert PINNED[CONTRACT] == CONTRACT_DIGEST
+
+
+def test_each_choice_list_is_written_once_as_a_literal():
+    # The Literal (pydantic models, signatures), the tuple (messages, CLI) and the rule's choices (docs, digest).
+    for literal, choices, rule in [
+        (TiePolicy, TIE_POLICIES, "ties"),
+        (DuplicatePolicy, DUPLICATE_POLICIES, "duplicates"),
+        (MissingPolicy, MISSING_POLICIES, "missing"),
+        (Gain, GAINS, "gain"),
+    ]:
+        assert get_args(literal) == choices == tuple(RULES[rule]["choices"]), rule
+    assert TIE_POLICIES == ("docid-asc", "docid-desc", "input-order") and GAINS == ("grade", "exp")
+
+
+def test_a_rule_must_describe_exactly_the_options_of_its_literal():
+    from rageval.evaluation.contract import _choices
+
+    assert _choices(("zero", "skip"), {"zero": "z", "skip": "s"}) == {"zero": "z", "skip": "s"}
+    with pytest.raises(ValueError, match=r"describes choices \('zero',\), but its options are \('zero', 'skip'\)"):
+        _choices(("zero", "skip"), {"zero": "z"})
 
 
 def test_docs_page_names_the_version_digest_every_rule_and_every_choice():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import ir_measures
 import numpy as np
@@ -34,24 +34,34 @@ import pyarrow.compute as pc
 from rageval.errors import EvaluationError, MeasureError, Problem
 from rageval.evaluation.contract import (
     CONTRACT,
+    DEFAULT_DEPTH,
     DUPLICATE_POLICIES,
     GAINS,
     MISSING_POLICIES,
-    RULES,
     TIE_POLICIES,
+    DuplicatePolicy,
+    Gain,
+    MissingPolicy,
+    TiePolicy,
+    check_choice,
     contract_record,
 )
 
 __all__ = [
     "CONTRACT",
+    "DEFAULT_DEPTH",
     "DUPLICATE_POLICIES",
     "GAINS",
     "MISSING_POLICIES",
     "NATIVE",
     "TIE_POLICIES",
     "Abstention",
+    "DuplicatePolicy",
     "Evaluation",
+    "Gain",
     "Measure",
+    "MissingPolicy",
+    "TiePolicy",
     "abstention",
     "evaluate",
     "measure_from_key",
@@ -63,13 +73,9 @@ __all__ = [
     "top_scores",
 ]
 
-TiePolicy = Literal["docid-asc", "docid-desc", "input-order"]
-DuplicatePolicy = Literal["keep-first", "error"]
-MissingPolicy = Literal["zero", "skip"]
-Gain = Literal["grade", "exp"]
 Provider = Literal["auto", "ir_measures"]
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 NATIVE = "rageval"
-DEFAULT_DEPTH: int = RULES["diagnostics"]["default_depth"]
 
 # Names users know from other tools → the ir-measures name that computes the same thing.
 ALIASES: dict[str, str] = {"Hit": "Success", "MRR": "RR"}
@@ -284,12 +290,8 @@ class _Ranked:
 
 
 def _check_policies(ties: str, duplicates: str) -> None:
-    if ties not in TIE_POLICIES:
-        raise EvaluationError(f"unknown tie policy {ties!r}; valid choices are {', '.join(TIE_POLICIES)}")
-    if duplicates not in DUPLICATE_POLICIES:
-        raise EvaluationError(
-            f"unknown duplicate policy {duplicates!r}; valid choices are {', '.join(DUPLICATE_POLICIES)}"
-        )
+    check_choice("tie policy", ties, TIE_POLICIES)
+    check_choice("duplicate policy", duplicates, DUPLICATE_POLICIES)
 
 
 def _rank(run: pd.DataFrame, ties: str, duplicates: str) -> _Ranked:
@@ -817,14 +819,9 @@ def evaluate(
 
 
 def _check_options(missing: str, relevance: int, gain: str, depth: int, provider: str) -> None:
-    if missing not in MISSING_POLICIES:
-        raise EvaluationError(
-            f"unknown missing-query policy {missing!r}; valid choices are {', '.join(MISSING_POLICIES)}"
-        )
-    if gain not in GAINS:
-        raise EvaluationError(f"unknown gain {gain!r}; valid choices are {', '.join(GAINS)}")
-    if provider not in ("auto", "ir_measures"):
-        raise EvaluationError(f"unknown provider {provider!r}; valid choices are auto, ir_measures")
+    check_choice("missing-query policy", missing, MISSING_POLICIES)
+    check_choice("gain", gain, GAINS)
+    check_choice("provider", provider, PROVIDERS)
     if isinstance(relevance, bool) or not isinstance(relevance, int | np.integer) or relevance < 1:
         raise EvaluationError(f"relevance threshold must be an integer grade >= 1 (got {relevance!r})")
     if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:
