@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import rageval.evaluation.metrics as metrics
+import rageval.evaluation.ordering as ordering
+import rageval.evaluation.qrels as qrels_module
 from rageval.errors import ComparisonError, EvaluationError
 from rageval.evaluation import (
     CONTRACT,
@@ -173,8 +174,17 @@ def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):
     qrels = {"q": {"a": 1, "b": 2}, "r": {"a": 3, "z": 1}}
     measures = ["RR", "P@3", "nDCG@3", "AP", "Judged@2"]
     honest = evaluate(run, qrels, measures)
-    monkeypatch.setattr(metrics, "_hash_strings", lambda array: np.zeros(len(array), dtype=np.uint64))
+    hashed = []
+
+    def collide(array):
+        hashed.append(len(array))
+        return np.zeros(len(array), dtype=np.uint64)
+
+    # Every document hashes to 0, both where the run's duplicates are found and where judgments are located.
+    monkeypatch.setattr(ordering, "hash_strings", collide)
+    monkeypatch.setattr(qrels_module, "hash_strings", collide)
     colliding = evaluate(run, qrels, measures)
+    assert hashed == [len(run), 4]  # the run's IDs, then the judged IDs of queries in the run
     pd.testing.assert_frame_equal(honest.per_query, colliding.per_query)
     pd.testing.assert_frame_equal(honest.diagnostics, colliding.diagnostics)
     assert colliding.duplicates == honest.duplicates == 1
