@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pandas as pd
 import pytest
 
-import rageval.evaluation.metrics as metrics
+import rageval.evaluation.ordering as ordering
+import rageval.evaluation.qrels as qrels_module
 from rageval.errors import ComparisonError, EvaluationError
 from rageval.evaluation import (
     CONTRACT,
     CONTRACT_DIGEST,
+    DUPLICATE_POLICIES,
+    GAINS,
+    MISSING_POLICIES,
     RULES,
+    TIE_POLICIES,
+    DuplicatePolicy,
+    Gain,
+    MissingPolicy,
+    TiePolicy,
     abstention,
     contract_differences,
     contract_record,
@@ -45,6 +55,26 @@ def value(run, qrels, measure, **options):
 def test_rules_cannot_change_without_a_new_version():
     assert CONTRACT == "rageval-metrics/2"
     assert PINNED[CONTRACT] == CONTRACT_DIGEST
+
+
+def test_each_choice_list_is_written_once_as_a_literal():
+    # The Literal (pydantic models, signatures), the tuple (messages, CLI) and the rule's choices (docs, digest).
+    for literal, choices, rule in [
+        (TiePolicy, TIE_POLICIES, "ties"),
+        (DuplicatePolicy, DUPLICATE_POLICIES, "duplicates"),
+        (MissingPolicy, MISSING_POLICIES, "missing"),
+        (Gain, GAINS, "gain"),
+    ]:
+        assert get_args(literal) == choices == tuple(RULES[rule]["choices"]), rule
+    assert TIE_POLICIES == ("docid-asc", "docid-desc", "input-order") and GAINS == ("grade", "exp")
+
+
+def test_a_rule_must_describe_exactly_the_options_of_its_literal():
+    from rageval.evaluation.contract import _choices
+
+    assert _choices(("zero", "skip"), {"zero": "z", "skip": "s"}) == {"zero": "z", "skip": "s"}
+    with pytest.raises(ValueError, match=r"describes choices \('zero',\), but its options are \('zero', 'skip'\)"):
+        _choices(("zero", "skip"), {"zero": "z"})
 
 
 def test_docs_page_names_the_version_digest_every_rule_and_every_choice():
@@ -144,8 +174,17 @@ def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):
     qrels = {"q": {"a": 1, "b": 2}, "r": {"a": 3, "z": 1}}
     measures = ["RR", "P@3", "nDCG@3", "AP", "Judged@2"]
     honest = evaluate(run, qrels, measures)
-    monkeypatch.setattr(metrics, "_hash_strings", lambda array: np.zeros(len(array), dtype=np.uint64))
+    hashed = []
+
+    def collide(array):
+        hashed.append(len(array))
+        return np.zeros(len(array), dtype=np.uint64)
+
+    # Every document hashes to 0, both where the run's duplicates are found and where judgments are located.
+    monkeypatch.setattr(ordering, "hash_strings", collide)
+    monkeypatch.setattr(qrels_module, "hash_strings", collide)
     colliding = evaluate(run, qrels, measures)
+    assert hashed == [len(run), 4]  # the run's IDs, then the judged IDs of queries in the run
     pd.testing.assert_frame_equal(honest.per_query, colliding.per_query)
     pd.testing.assert_frame_equal(honest.diagnostics, colliding.diagnostics)
     assert colliding.duplicates == honest.duplicates == 1

@@ -129,3 +129,62 @@ def test_values_stay_in_unit_interval_and_query_order_changes_nothing(run, qrels
     assert ((first.per_query >= 0) & (first.per_query <= 1)).all().all()
     answerable = {q for q, docs in qrels.items() if any(g > 0 for g in docs.values())}
     assert set(first.per_query.index) == answerable
+
+
+# --------------------------------------------------------------------------- the native engine's registry
+
+GRADED_RUN = frame([("q", d, s) for d, s in zip("abcdef", (6.0, 5.0, 4.0, 3.0, 2.0, 1.0), strict=True)])
+GRADED_QRELS = {"q": {"a": 0, "b": 2, "d": 1, "f": 3, "z": 2}}
+
+
+def test_the_registry_holds_the_native_families():
+    from rageval.evaluation.native import NATIVE_MEASURES
+
+    assert set(NATIVE_MEASURES) == {"P", "R", "Success", "RR", "AP", "Rprec", "nDCG", "Judged"}
+    assert {name for name, native in NATIVE_MEASURES.items() if native.needs_cutoff} == {"P", "R", "Success"}
+
+
+@pytest.mark.parametrize(
+    "text,native",
+    [
+        ("P@5", True),
+        ("P", False),  # P, R and Success need a cutoff here
+        ("Hit@3", True),
+        ("RR", True),
+        ("RR@10", True),
+        ("AP(rel=2)@10", True),
+        ("Rprec", True),
+        ("nDCG", True),
+        ("nDCG(dcg='log2')@10", True),  # a parameter at its default
+        ("nDCG(dcg='exp-log2')@10", False),
+        ("nDCG(gains={0:0,1:1,2:3,3:7})@10", False),
+        ("P(judged_only=True)@5", False),
+        ("Judged@10", True),
+        ("Bpref", False),
+    ],
+)
+def test_native_support_is_read_from_the_registry(text, native):
+    from rageval.evaluation.native import supports
+
+    assert supports(parse_measure(text).measure) is native
+
+
+def test_registering_a_measure_is_one_entry(monkeypatch):
+    from rageval.evaluation import native
+
+    def set_precision(ctx, cutoff, threshold):  # relevant retrieved / retrieved
+        return native.divide(ctx.count(ctx.grade >= threshold), ctx.lengths)
+
+    measures = ["SetP", "SetP(rel=2)", "SetP(relative=True)"]
+    bridged = evaluate(GRADED_RUN, GRADED_QRELS, measures)
+    assert set(bridged.providers.values()) == {"ir_measures:pytrec_eval"}
+    monkeypatch.setitem(native.NATIVE_MEASURES, "SetP", native.NativeMeasure(set_precision, frozenset({"rel"})))
+    registered = evaluate(GRADED_RUN, GRADED_QRELS, measures)
+    # relative= is not a parameter the entry takes: that form stays with ir-measures.
+    assert registered.providers == {
+        "SetP": "rageval",
+        "SetP(rel=2)": "rageval",
+        "SetP(relative=True)": "ir_measures:pytrec_eval",
+    }
+    assert registered.per_query.loc["q"].to_dict() == {"SetP": 3 / 6, "SetP(rel=2)": 2 / 6, "SetP(relative=True)": 0.75}
+    pd.testing.assert_frame_equal(registered.per_query, bridged.per_query)

@@ -203,11 +203,11 @@ def test_document_hash_is_a_function_of_the_string_alone(texts, large, cut):
     # document is never missed because the run and the qrels were hashed in different batches.
     import pyarrow as pa
 
-    from rageval.evaluation.metrics import _hash_strings
+    from rageval.evaluation.ids import hash_strings
 
     array = pa.array(["y" * 40, *texts, "z"], type=pa.large_string() if large else pa.string()).slice(1, len(texts))
-    assert _hash_strings(array).tolist() == [reference_hash(t) for t in texts]
+    assert hash_strings(array).tolist() == [reference_hash(t) for t in texts]
     with pytest.MonkeyPatch.context() as patch:  # hashed in blocks of three rows
-        patch.setattr("rageval.evaluation.metrics._BLOCK", 3)
-        assert _hash_strings(array).tolist() == [reference_hash(t) for t in texts]
-    assert _hash_strings(pa.array(texts[cut:] or [""])).tolist() == [reference_hash(t) for t in texts[cut:] or [""]]
+        patch.setattr("rageval.evaluation.ids._BLOCK", 3)
+        assert hash_strings(array).tolist() == [reference_hash(t) for t in texts]
+    assert hash_strings(pa.array(texts[cut:] or [""])).tolist() == [reference_hash(t) for t in texts[cut:] or [""]]

@@ -8,37 +8,33 @@ from __future__ import annotations
 from rageval.evaluation.contract import (
     CONTRACT,
     CONTRACT_DIGEST,
+    DEFAULT_DEPTH,
     DUPLICATE_POLICIES,
     GAINS,
     MISSING_POLICIES,
     RULES,
     TIE_POLICIES,
+    DuplicatePolicy,
+    Gain,
+    MissingPolicy,
+    TiePolicy,
     contract_differences,
     contract_record,
     require_same_contract,
 )
-from rageval.evaluation.metrics import (
+from rageval.evaluation.measures import (
     ALIASES,
-    DEFAULT_DEPTH,
-    NATIVE,
-    Abstention,
-    DuplicatePolicy,
-    Evaluation,
-    Gain,
     Measure,
-    MissingPolicy,
-    Provider,
-    TiePolicy,
-    abstention,
-    evaluate,
     measure_from_key,
     metric_key,
-    order_ranking,
     parse_measure,
     parse_measures,
-    rollup_to_parent,
-    top_scores,
 )
+from rageval.evaluation.metrics import Evaluation, Provider, evaluate
+from rageval.evaluation.native import NATIVE
+from rageval.evaluation.ordering import order_ranking
+from rageval.evaluation.rollup import rollup_to_parent
+from rageval.evaluation.unanswerable import Abstention, abstention, top_scores
 
 __all__ = [
     "ALIASES",

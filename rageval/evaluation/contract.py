@@ -15,11 +15,31 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, get_args
 
-from rageval.errors import ComparisonError
+from rageval.errors import ComparisonError, EvaluationError
 
 CONTRACT = "rageval-metrics/2"
+
+# Each choice list is written once, as the Literal that pydantic models and signatures use; the tuple
+# (messages, CLI choices) and the rule's choices in RULES (the docs, the digest) are read from it.
+TiePolicy = Literal["docid-asc", "docid-desc", "input-order"]
+DuplicatePolicy = Literal["keep-first", "error"]
+MissingPolicy = Literal["zero", "skip"]
+Gain = Literal["grade", "exp"]
+
+TIE_POLICIES: tuple[TiePolicy, ...] = get_args(TiePolicy)
+DUPLICATE_POLICIES: tuple[DuplicatePolicy, ...] = get_args(DuplicatePolicy)
+MISSING_POLICIES: tuple[MissingPolicy, ...] = get_args(MissingPolicy)
+GAINS: tuple[Gain, ...] = get_args(Gain)
+
+
+def _choices(options: tuple[str, ...], texts: dict[str, str]) -> dict[str, str]:
+    """A rule's choices: one text for each option of its Literal, in the Literal's order."""
+    if tuple(texts) != options:
+        raise ValueError(f"the rule describes choices {tuple(texts)}, but its options are {options}")
+    return texts
+
 
 # Each rule: what it says, and for rules with options, the choices (registries: their keys are the
 # valid values) and the default.
@@ -52,27 +72,33 @@ RULES: dict[str, dict[str, Any]] = {
     },
     "gain": {
         "rule": "nDCG's gain for a grade; grades <= 0 gain nothing.",
-        "choices": {"grade": "gain = grade (trec_eval ndcg_cut)", "exp": "gain = 2^grade - 1"},
+        "choices": _choices(GAINS, {"grade": "gain = grade (trec_eval ndcg_cut)", "exp": "gain = 2^grade - 1"}),
         "default": "grade",
     },
     "ties": {
         "rule": "Equal scores within a query are ordered by one explicit policy before any measure is computed; "
         "the ranking is then evaluated in exactly that order. The tie rate (see diagnostics) shows how often it "
         "mattered.",
-        "choices": {
-            "docid-asc": "score descending, then document ID ascending (byte order)",
-            "docid-desc": "score descending, then document ID descending: trec_eval's own rule",
-            "input-order": "the order the producer gave: the rank column where there is one, else row order; "
-            "scores are ignored",
-        },
+        "choices": _choices(
+            TIE_POLICIES,
+            {
+                "docid-asc": "score descending, then document ID ascending (byte order)",
+                "docid-desc": "score descending, then document ID descending: trec_eval's own rule",
+                "input-order": "the order the producer gave: the rank column where there is one, else row order; "
+                "scores are ignored",
+            },
+        ),
         "default": "docid-asc",
     },
     "duplicates": {
         "rule": "An ID repeated within one query's ranking (after the tie policy).",
-        "choices": {
-            "keep-first": "the first occurrence counts; later ones are dropped (ranks close up) and counted",
-            "error": "the evaluation fails and names the repeated IDs",
-        },
+        "choices": _choices(
+            DUPLICATE_POLICIES,
+            {
+                "keep-first": "the first occurrence counts; later ones are dropped (ranks close up) and counted",
+                "error": "the evaluation fails and names the repeated IDs",
+            },
+        ),
         "default": "keep-first",
     },
     "fewer_than_k": {
@@ -89,10 +115,13 @@ RULES: dict[str, dict[str, Any]] = {
     },
     "missing": {
         "rule": "An answerable query that is absent from the run.",
-        "choices": {
-            "zero": "it scores 0 on every measure and counts in the means (trec_eval -c)",
-            "skip": "it gets no value (trec_eval's default)",
-        },
+        "choices": _choices(
+            MISSING_POLICIES,
+            {
+                "zero": "it scores 0 on every measure and counts in the means (trec_eval -c)",
+                "skip": "it gets no value (trec_eval's default)",
+            },
+        ),
         "default": "zero",
     },
     "unanswerable": {
@@ -114,10 +143,13 @@ RULES: dict[str, dict[str, Any]] = {
     },
 }
 
-TIE_POLICIES: tuple[str, ...] = tuple(RULES["ties"]["choices"])
-DUPLICATE_POLICIES: tuple[str, ...] = tuple(RULES["duplicates"]["choices"])
-MISSING_POLICIES: tuple[str, ...] = tuple(RULES["missing"]["choices"])
-GAINS: tuple[str, ...] = tuple(RULES["gain"]["choices"])
+DEFAULT_DEPTH: int = RULES["diagnostics"]["default_depth"]
+
+
+def check_choice(what: str, value: object, choices: tuple[str, ...]) -> None:
+    """Refuse (:class:`EvaluationError`) a ``value`` that is not one of ``choices``, naming them."""
+    if value not in choices:
+        raise EvaluationError(f"unknown {what} {value!r}; valid choices are {', '.join(choices)}")
 
 
 def _digest(value: Any) -> str:

@@ -1,0 +1,140 @@
+"""IDs as numbers: query and document IDs read as Arrow strings, queries numbered, documents hashed.
+
+A document's 64-bit hash is computed vectorized, 8 bytes at a time, straight from the Arrow buffers,
+and combined with its query's code (:func:`query_key`). Hashes only *find* candidates: whoever
+uses them confirms every match on the strings themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rageval.errors import EvaluationError
+
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+_ONE = np.uint64(1)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_BYTE_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], dtype=np.uint64)
+_BLOCK = 1 << 20  # rows hashed at a time: bounds the temporaries, keeps them in cache
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a bijection on uint64 that spreads every input bit."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def arrow_strings(values: pd.Series | Sequence[str] | np.ndarray, what: str) -> pa.Array:
+    """``values`` as one Arrow string array (non-strings converted); a missing value is an error naming ``what``."""
+    if isinstance(values, pd.Series):
+        if values.isna().any():
+            raise EvaluationError(f"{int(values.isna().sum())} missing {what}(s); every row needs one")
+        if not pd.api.types.is_string_dtype(values.dtype) or values.dtype == object:
+            values = values.astype(str)
+        array = pa.array(values)
+    else:
+        array = pa.array(np.asarray(values, dtype=object), type=pa.large_string())
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+        array = array.cast(pa.large_string())
+    return array
+
+
+def as_str(values: pd.Series, what: str) -> pd.Series:
+    """``values`` as a pandas string column; a missing value is an error naming ``what``."""
+    if values.isna().any():
+        raise EvaluationError(f"{int(values.isna().sum())} missing {what}(s); every row needs one")
+    return values if pd.api.types.is_string_dtype(values.dtype) and values.dtype != object else values.astype(str)
+
+
+def query_codes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's query code (queries numbered in order of first appearance) and the query IDs."""
+    if len(array) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+    # A run is usually grouped by query: its runs of equal IDs are then the queries themselves.
+    runs = pc.run_end_encode(array)
+    if len(runs.values) * 4 > len(array):  # not grouped: hash every row once
+        codes, queries = pd.factorize(pd.Series(array, dtype=pd.ArrowDtype(array.type)), sort=False)
+        return codes.astype(np.int64, copy=False), np.asarray(queries, dtype=object)
+    lengths = np.diff(runs.run_ends.to_numpy(zero_copy_only=False).astype(np.int64), prepend=0)
+    names = runs.values.to_numpy(zero_copy_only=False).astype(object)
+    if pd.Index(names, dtype=object).is_unique:
+        return np.repeat(np.arange(len(names), dtype=np.int64), lengths), names
+    codes, queries = pd.factorize(names, sort=False)
+    return np.repeat(codes.astype(np.int64), lengths), np.asarray(queries, dtype=object)
+
+
+def query_key(codes: np.ndarray) -> np.ndarray:
+    """A well-mixed 64-bit key per query code: XORed with a document hash, it keys (query, document)."""
+    return _mix(codes.astype(np.uint64) + np.uint64(1))
+
+
+def hash_strings(array: pa.Array) -> np.ndarray:
+    """A 64-bit hash of each string, read 8 bytes at a time straight from the Arrow buffers.
+
+    Multiply-xor mixes upwards: the high bits are the well-mixed ones (used for buckets)."""
+    n = len(array)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    _, offsets_buffer, data_buffer = array.buffers()
+    offset_type = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[array.offset : array.offset + n + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    if len(data) < 8:  # too short for one word: pad (tiny)
+        data = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
+    # Every byte position as the start of an unaligned little-endian uint64 word: a strided view, no copy.
+    words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    value = np.empty(n, dtype=np.uint64)
+    for low in range(0, n, _BLOCK):
+        high = min(n, low + _BLOCK)
+        value[low:high] = _hash_block(data, words, offsets[low : high + 1])
+    return value
+
+
+def _hash_block(data: np.ndarray, words: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    start = offsets[:-1].astype(np.int64)
+    length = offsets[1:].astype(np.int64)
+    length -= start
+    last = len(words) - 1
+    value = length.astype(np.uint64)
+    value *= _MUL
+    longest = int(length.max())
+    # The last few strings of the buffer would read past its end: clamped here, redone from a padded tail.
+    tail = np.flatnonzero(start + longest > last)
+    for chunk in range(0, longest, 8):
+        position = start + chunk
+        np.minimum(position, last, out=position)
+        word = words[position]
+        remaining = length - chunk
+        np.clip(remaining, 0, 8, out=remaining)
+        word &= _BYTE_MASKS[remaining]
+        value ^= word
+        # A string shorter than this chunk must hash as if alone: no further multiply.
+        value *= _MUL if chunk == 0 else np.where(remaining > 0, _MUL, _ONE)
+    if len(tail):
+        value[tail] = _hash_tail(data, start[tail], length[tail], longest)
+    return value
+
+
+def _hash_tail(data: np.ndarray, start: np.ndarray, length: np.ndarray, longest: int) -> np.ndarray:
+    """:func:`hash_strings` for strings near the end of the data buffer, from a zero-padded copy of it."""
+    base = int(start.min())
+    padded = np.zeros(len(data) - base + longest + 8, dtype=np.uint8)
+    padded[: len(data) - base] = data[base:]
+    words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    value = length.astype(np.uint64) * _MUL
+    for chunk in range(0, longest, 8):
+        remaining = np.clip(length - chunk, 0, 8)
+        value ^= words[start - base + chunk] & _BYTE_MASKS[remaining]
+        value *= _MUL if chunk == 0 else np.where(remaining > 0, _MUL, _ONE)
+    return value

@@ -1,0 +1,115 @@
+"""Measure strings, parsed once: ``nDCG@10``, ``Hit@5``, ``MRR`` … as ir-measures defines them, and
+their reversible names as MLflow metric keys."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ir_measures
+
+from rageval.errors import MeasureError, Problem
+
+# Names users know from other tools → the ir-measures name that computes the same thing.
+ALIASES: dict[str, str] = {"Hit": "Success", "MRR": "RR"}
+_ALIAS_PATTERN = re.compile(r"^(" + "|".join(ALIASES) + r")(?=$|[@(])")
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A measure as the user wrote it, and the ir-measures object that defines it."""
+
+    text: str
+    measure: ir_measures.measures.Measure
+
+    @property
+    def key(self) -> str:
+        """Its name in MLflow (see :func:`metric_key`)."""
+        return metric_key(self.text)
+
+    @property
+    def definition(self) -> str:
+        return repr(self.measure)
+
+
+def parse_measure(text: str) -> Measure:
+    """Parse ``nDCG@10``, ``Hit@5``, ``MRR`` … into a :class:`Measure`."""
+    canonical = _ALIAS_PATTERN.sub(lambda m: ALIASES[m.group(1)], text.strip())
+    try:
+        measure = ir_measures.parse_measure(canonical)
+    except (ValueError, NameError, SyntaxError, TypeError, AttributeError) as exc:
+        raise MeasureError(
+            Problem(
+                file="<measures>",
+                field="measures",
+                message=f"cannot parse measure {text!r}: {exc}",
+                fix="write measures as ir-measures names them, e.g. nDCG@10, R@100, RR, P@5, AP, Rprec, Success@5 "
+                f"(aliases: {', '.join(f'{a}→{b}' for a, b in ALIASES.items())})",
+            )
+        ) from None
+    return Measure(text=text.strip(), measure=measure)
+
+
+def parse_measures(texts: Iterable[str]) -> list[Measure]:
+    """Parse each text (:func:`parse_measure`); two texts with the same definition are an error."""
+    measures = [parse_measure(t) for t in texts]
+    seen: dict[str, str] = {}
+    for m in measures:
+        if m.definition in seen:
+            raise MeasureError(
+                Problem(file="<measures>", field="measures", message=f"{m.text!r} repeats {seen[m.definition]!r}")
+            )
+        seen[m.definition] = m.text
+    return measures
+
+
+def param_default(measure: ir_measures.measures.Measure, name: str) -> Any:
+    """The value ``measure`` has for parameter ``name`` when it is not given; None for none."""
+    supported = measure.SUPPORTED_PARAMS.get(name)
+    default = supported.default if supported is not None else None
+    # ir-measures marks "no default" (no cutoff, no gains) with a bare object() sentinel.
+    return default if isinstance(default, bool | int | float | str) else None
+
+
+def param(measure: ir_measures.measures.Measure, name: str) -> Any:
+    """The value of parameter ``name`` of ``measure``: as given, else its default (None for none)."""
+    return measure.params[name] if name in measure.params else param_default(measure, name)
+
+
+# --------------------------------------------------------------------------- metric keys
+
+# MLflow keys allow letters, digits, '_', '-', '.', ' ', ':' and '/'. Everything else is escaped
+# reversibly: '@' → '_at_', '_' → '__', any other character → '_xHH_' (its code point in hex).
+_PLAIN = re.compile(r"[A-Za-z0-9.\-]")
+_ESCAPE = re.compile(r"__|_at_|_x([0-9a-f]+)_")
+
+
+def metric_key(text: str) -> str:
+    """``nDCG@10`` → ``nDCG_at_10``; reversible with :func:`measure_from_key`."""
+    out = []
+    for char in text:
+        if char == "@":
+            out.append("_at_")
+        elif char == "_":
+            out.append("__")
+        elif _PLAIN.match(char):
+            out.append(char)
+        else:
+            out.append(f"_x{ord(char):x}_")
+    return "".join(out)
+
+
+def measure_from_key(key: str) -> str:
+    """``nDCG_at_10`` → ``nDCG@10``: the measure text :func:`metric_key` escaped."""
+
+    def undo(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "__":
+            return "_"
+        if token == "_at_":
+            return "@"
+        return chr(int(match.group(1), 16))
+
+    return _ESCAPE.sub(undo, key)

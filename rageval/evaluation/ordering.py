@@ -1,0 +1,227 @@
+"""The decided order: a run grouped by query, ordered by the tie policy, duplicates dropped, ranked 1..n.
+
+The tie policy decides the order: a run already grouped by query in score order costs one check;
+otherwise rows are grouped by a radix sort and each query sorted by score. Only tied rows are
+sorted again, by document ID. Duplicates: sorting each query's 32-bit hash prefixes finds
+candidates, confirmed on the IDs; the first occurrence in the decided order stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from rageval.errors import EvaluationError
+from rageval.evaluation.contract import (
+    DUPLICATE_POLICIES,
+    TIE_POLICIES,
+    DuplicatePolicy,
+    TiePolicy,
+    check_choice,
+)
+from rageval.evaluation.ids import arrow_strings, hash_strings, query_codes, query_key
+
+EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A run in the decided order: rows grouped by query, duplicates dropped, ranks 1..n."""
+
+    queries: np.ndarray  # query IDs (str objects); a row's query code indexes it
+    query: np.ndarray  # per kept row: query code (non-decreasing)
+    rank: np.ndarray  # per kept row: 1-based rank within its query
+    score: np.ndarray  # per kept row
+    row: np.ndarray  # per kept row: its position in the input frame
+    hash: np.ndarray  # per kept row: hash of its document ID
+    docs: pa.Array  # the input's document IDs, in input order
+    lengths: np.ndarray  # per query: kept rows
+    dropped: np.ndarray  # per query: duplicates dropped
+
+    def doc_ids(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Document IDs (str objects) of the kept rows, or of the given kept-row positions."""
+        positions = self.row if rows is None else self.row[rows]
+        return self.docs.take(pa.array(positions, type=pa.int64())).to_numpy(zero_copy_only=False)
+
+
+def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
+    """``run`` (``query_id, doc_id, score`` and optionally ``rank``) in the decided order."""
+    check_choice("tie policy", ties, TIE_POLICIES)
+    check_choice("duplicate policy", duplicates, DUPLICATE_POLICIES)
+    needed = ["query_id", "doc_id"] + ([] if ties == "input-order" else ["score"])
+    absent = [c for c in needed if c not in run.columns]
+    if absent:
+        raise EvaluationError(
+            f"the run lacks column(s) {', '.join(absent)}; a run has query_id, doc_id, score and optionally rank"
+        )
+    codes, queries = query_codes(arrow_strings(run["query_id"], "query ID"))
+    docs = arrow_strings(run["doc_id"], "document ID")
+    score = run["score"].to_numpy(dtype=np.float64) if "score" in run.columns else np.zeros(len(run))
+    order = _decide_order(run, codes, score, docs, ties)
+    doc_hash = hash_strings(docs)
+    if order is None:  # already in the decided order: no gathers
+        order, query = np.arange(len(codes)), codes
+    else:
+        query, score, doc_hash = codes[order], score[order], doc_hash[order]
+    rank = ranks(query)
+    dropped_at = _duplicates(query, rank, doc_hash, order, docs, len(queries))
+    dropped = np.bincount(query[dropped_at], minlength=len(queries))
+    if len(dropped_at):
+        if duplicates == "error":
+            examples = ", ".join(f"{queries[query[i]]}/{docs[int(order[i])].as_py()}" for i in dropped_at[:5])
+            raise EvaluationError(
+                f"{len(dropped_at)} repeated document(s) within a query's ranking (e.g. {examples}); "
+                "deduplicate the run or evaluate with duplicates='keep-first'"
+            )
+        keep = np.ones(len(order), dtype=bool)
+        keep[dropped_at] = False
+        order, query, score, doc_hash = order[keep], query[keep], score[keep], doc_hash[keep]
+        rank = ranks(query)
+    return Ranked(
+        queries=queries,
+        query=query,
+        rank=rank,
+        score=score,
+        row=order,
+        hash=doc_hash,
+        docs=docs,
+        lengths=np.bincount(query, minlength=len(queries)),
+        dropped=dropped,
+    )
+
+
+def ranks(query: np.ndarray) -> np.ndarray:
+    """1-based position within each run of equal (non-decreasing) query codes."""
+    n = len(query)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
+    return np.arange(1, n + 1, dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, n]))
+
+
+def _decide_order(
+    run: pd.DataFrame, codes: np.ndarray, score: np.ndarray, docs: pa.Array, ties: str
+) -> np.ndarray | None:
+    """Input positions in the decided order (grouped by query in order of first appearance, then by
+    the tie policy); None when the input already is in that order."""
+    grouped = bool((codes[1:] >= codes[:-1]).all())
+    same = codes[1:] == codes[:-1]
+    if ties == "input-order":
+        if "rank" not in run.columns:
+            return None if grouped else np.argsort(codes, kind="stable")
+        rank = run["rank"].to_numpy(dtype=np.float64)
+        if np.isnan(rank).any():
+            raise EvaluationError(f"{int(np.isnan(rank).sum())} missing rank(s) in the run's rank column")
+        if grouped and not (same & (rank[1:] < rank[:-1])).any():
+            return None
+        return np.lexsort((rank, codes))
+    if np.isnan(score).any():
+        raise EvaluationError(
+            f"{int(np.isnan(score).sum())} missing score(s); score-ordered tie policies need every score "
+            "(or evaluate with ties='input-order')"
+        )
+    if grouped and not (same & (score[1:] > score[:-1])).any():
+        tied = same & (score[1:] == score[:-1])
+        if not tied.any():
+            return None
+        order = np.arange(len(codes))
+    else:
+        order = _score_order(codes, score)
+        ordered_score, ordered_codes = score[order], codes[order]
+        tied = (ordered_codes[1:] == ordered_codes[:-1]) & (ordered_score[1:] == ordered_score[:-1])
+    if tied.any():
+        _sort_tied_by_doc(order, tied, docs, descending=ties == "docid-desc")
+    return order
+
+
+def _score_order(codes: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Positions grouped by query code, each query by score descending (equal scores in no set order:
+    the tie policy orders them next)."""
+    n = len(codes)
+    counts = np.bincount(codes)
+    width = int(counts.max())
+    if len(counts) > np.iinfo(np.uint16).max or len(counts) * width > 2 * n + 1024:
+        return np.lexsort((-score, codes))
+    # A radix sort groups the rows (16-bit codes); short per-query rows then sort by score, padded with
+    # NaN, which sorts after every score (scores are never NaN here).
+    grouped = np.argsort(codes.astype(np.uint16), kind="stable")
+    grouped_codes = codes[grouped]
+    grid = np.full((len(counts), width), np.nan)
+    grid[grouped_codes, ranks(grouped_codes) - 1] = -score[grouped]
+    within = np.argsort(grid, axis=1)
+    starts = np.cumsum(counts) - counts
+    return grouped[(starts[:, None] + within)[np.arange(width) < counts[:, None]]]
+
+
+def _sort_tied_by_doc(order: np.ndarray, tied: np.ndarray, docs: pa.Array, *, descending: bool) -> None:
+    """Within each block of equal (query, score), order rows by document ID (byte order). In place."""
+    member = np.r_[tied, False] | np.r_[False, tied]
+    first = member & ~np.r_[False, tied]
+    block = np.cumsum(first)
+    positions = np.flatnonzero(member)
+    names = docs.take(pa.array(order[positions], type=pa.int64())).to_numpy(zero_copy_only=False)
+    # Python compares str by code point, which is UTF-8 byte order: trec_eval's strcmp.
+    name_rank = pd.factorize(names, sort=True)[0]
+    permutation = np.lexsort((-name_rank if descending else name_rank, block[positions]))
+    order[positions] = order[positions][permutation]
+
+
+def _duplicates(
+    query: np.ndarray, rank: np.ndarray, doc_hash: np.ndarray, order: np.ndarray, docs: pa.Array, size: int
+) -> np.ndarray:
+    """Positions (in the decided order) of repeated (query, document) rows after their first occurrence."""
+    n = len(query)
+    if n < 2:
+        return EMPTY
+    counts = np.bincount(query, minlength=size)
+    width = int(counts.max())
+    if size * width <= 2 * n + 1024:
+        # One row per query, on 32 bits of the hash: sorting short rows is several times faster than
+        # one long sort; the rare equal halves are settled on the IDs below.
+        short = (doc_hash >> np.uint64(32)).astype(np.uint32)
+        if (counts == width).all():
+            grid = np.sort(short.reshape(size, width), axis=1)
+        else:
+            grid = np.full((size, width), np.iinfo(np.uint32).max, dtype=np.uint32)
+            grid[query, rank - 1] = short
+            grid.sort(axis=1)
+        at_query, at_column = np.nonzero(grid[:, 1:] == grid[:, :-1])
+        if not len(at_query):
+            return EMPTY
+        marked = np.zeros(size, dtype=bool)
+        marked[at_query] = True
+        inside = np.flatnonzero(marked[query])
+        suspects = np.unique(grid[at_query, at_column].astype(np.uint64) ^ query_key(at_query))
+        keys = short[inside].astype(np.uint64) ^ query_key(query[inside])
+        candidates = inside[pd.Index(keys).isin(suspects)]
+    else:
+        keys = doc_hash ^ query_key(query)
+        ordered = np.sort(keys)
+        suspects = ordered[1:][ordered[1:] == ordered[:-1]]
+        if not len(suspects):
+            return EMPTY
+        candidates = np.flatnonzero(pd.Index(keys).isin(np.unique(suspects)))
+    # Equal hashes only suggest a repeat: confirm on the IDs themselves.
+    names = docs.take(pa.array(order[candidates], type=pa.int64())).to_numpy(zero_copy_only=False)
+    confirmed = pd.DataFrame({"q": query[candidates], "d": names}).duplicated(keep="first").to_numpy()
+    return candidates[confirmed]
+
+
+def order_ranking(run: pd.DataFrame, ties: TiePolicy, duplicates: DuplicatePolicy = "keep-first") -> pd.DataFrame:
+    """A run ``query_id, doc_id, score[, rank]`` in the decided order with a 1-based ``rank``.
+
+    Rows are grouped by query in order of first appearance. Pure: returns a new frame.
+    """
+    ranked = rank_run(run, ties, duplicates)
+    taken = pa.array(ranked.row, type=pa.int64())
+    return pd.DataFrame(
+        {
+            "query_id": pd.Series(arrow_strings(run["query_id"], "query ID").take(taken), dtype="str"),
+            "doc_id": pd.Series(ranked.docs.take(taken), dtype="str"),
+            "score": ranked.score,
+            "rank": ranked.rank,
+        }
+    )

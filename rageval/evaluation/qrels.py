@@ -1,0 +1,67 @@
+"""The qrels as flat arrays, each judgment located in the ranked run: the measures read only these
+judged rows (a few per query), never the whole run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rageval.evaluation.ids import arrow_strings, hash_strings, query_key
+from rageval.evaluation.ordering import EMPTY, Ranked
+
+
+@dataclass(frozen=True)
+class Judgments:
+    """The qrels as flat arrays, and where each judged (query, document) sits in the ranked run."""
+
+    queries: tuple[str, ...]  # every query the qrels name, empty ones included
+    query: np.ndarray  # per judgment: query ID (str objects)
+    doc: np.ndarray  # per judgment: document ID (str objects)
+    grade: np.ndarray  # per judgment: int64
+    code: np.ndarray  # per judgment: the run's query code, -1 where the run lacks that query
+    row: np.ndarray  # per judgment: kept-row position in the ranked run, -1 where not retrieved
+
+
+def locate_judgments(qrels: Mapping[str, Mapping[str, int]], ranked: Ranked) -> Judgments:
+    """``qrels`` (query → document → grade) as :class:`Judgments` located in ``ranked``."""
+    names = [str(q) for q in qrels]
+    sizes = [len(judged) for judged in qrels.values()]
+    query = np.repeat(np.array(names, dtype=object), sizes)
+    doc = np.array([str(d) for judged in qrels.values() for d in judged], dtype=object)
+    grade = np.array([int(g) for judged in qrels.values() for g in judged.values()], dtype=np.int64)
+    code = pd.Index(ranked.queries, dtype=object).get_indexer(query).astype(np.int64) if len(query) else EMPTY
+    row = _locate(ranked, doc, code)
+    return Judgments(tuple(dict.fromkeys(names)), query, doc, grade, code, row)
+
+
+def _locate(ranked: Ranked, doc: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """For each judgment, the kept-row position of its (query, document) in the run, else -1."""
+    row = np.full(len(doc), -1, dtype=np.int64)
+    known = np.flatnonzero(code >= 0)
+    if len(known) == 0 or len(ranked.query) == 0:
+        return row
+    doc_hash = hash_strings(arrow_strings(doc[known], "document ID"))
+    keys = pd.Index(doc_hash ^ query_key(code[known]))
+    if keys.is_unique:
+        # A bit table on the document hash discards most unjudged rows before any key is built.
+        bits = min(max(10, int(16 * len(known)).bit_length()), 30)
+        shift = np.uint64(64 - bits)
+        table = np.zeros(1 << bits, dtype=bool)
+        table[doc_hash >> shift] = True
+        candidates = np.flatnonzero(table[ranked.hash >> shift])
+        at = keys.get_indexer(ranked.hash[candidates] ^ query_key(ranked.query[candidates]))
+        hits = candidates[at >= 0]
+        judgment = known[at[at >= 0]]
+        # A hash match is a candidate; the IDs decide.
+        if (ranked.doc_ids(hits) == doc[judgment]).all() and (ranked.query[hits] == code[judgment]).all():
+            row[judgment] = hits
+            return row
+    # A hash collision: join on the IDs themselves (exact, slower).
+    kept = pd.DataFrame({"q": ranked.query, "d": ranked.doc_ids(), "row": np.arange(len(ranked.query))})
+    wanted = pd.DataFrame({"q": code[known], "d": doc[known], "j": known})
+    joined = wanted.merge(kept, on=["q", "d"], how="inner")
+    row[joined["j"].to_numpy()] = joined["row"].to_numpy()
+    return row
