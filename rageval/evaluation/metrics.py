@@ -42,14 +42,12 @@ from rageval.evaluation.contract import (
     check_choice,
     contract_record,
 )
-from rageval.evaluation.measures import Measure, parse_measure, parse_measures
+from rageval.evaluation.measures import Measure, parse_measure
 from rageval.evaluation.native import NATIVE, Context, divide, native_values, supports
 from rageval.evaluation.ordering import Ranked, rank_run
 from rageval.evaluation.qrels import locate_judgments
 
-# parse_measures is re-exported only because config/schema.py still imports it from this module;
-# once it imports from rageval.evaluation, it leaves this list.
-__all__ = ["PROVIDERS", "Evaluation", "Provider", "evaluate", "parse_measures"]
+__all__ = ["PROVIDERS", "Evaluation", "Provider", "evaluate"]
 
 Provider = Literal["auto", "ir_measures"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)

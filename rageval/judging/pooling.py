@@ -277,7 +277,7 @@ def _extra_problem(item: ExtraItem, at: At, benchmark: Benchmark, cases: set[str
             message="give both start and end, or neither",
             fix="offsets are character positions, end exclusive",
         )
-    if item.start is None:
+    if item.start is None or item.end is None:
         return None
     if benchmark.spec.relevanceUnit != "passage":
         return at(
