@@ -8,6 +8,7 @@ from :class:`Strict`: unknown keys are errors, values are not coerced, models ar
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cache
 from typing import Annotated, Any, get_args, get_origin
 
@@ -136,3 +137,10 @@ def allowed_keys(model: type[BaseModel]) -> dict[str, list[str]]:
 
     walk(model, "")
     return out
+
+
+def absent_columns(frame: Any, needed: Iterable[str]) -> list[str]:
+    """The ``needed`` columns a table (a DataFrame) lacks, in the order asked: the one check every
+    reader of runs and rankings makes before it trusts a frame's layout."""
+    present = set(frame.columns)
+    return [name for name in needed if name not in present]

@@ -23,6 +23,7 @@ from rageval.evaluation.contract import (
     check_choice,
 )
 from rageval.evaluation.ids import arrow_strings, hash_strings, query_codes, query_key
+from rageval.validation import absent_columns
 
 EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -52,7 +53,7 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
     check_choice("tie policy", ties, TIE_POLICIES)
     check_choice("duplicate policy", duplicates, DUPLICATE_POLICIES)
     needed = ["query_id", "doc_id"] + ([] if ties == "input-order" else ["score"])
-    absent = [c for c in needed if c not in run.columns]
+    absent = absent_columns(run, needed)
     if absent:
         raise EvaluationError(
             f"the run lacks column(s) {', '.join(absent)}; a run has query_id, doc_id, score and optionally rank"

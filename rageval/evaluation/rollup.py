@@ -9,6 +9,7 @@ import pyarrow as pa
 from rageval.errors import EvaluationError
 from rageval.evaluation.ids import arrow_strings, query_codes
 from rageval.evaluation.ordering import ranks
+from rageval.validation import absent_columns
 
 
 def rollup_to_parent(rankings: pd.DataFrame) -> pd.DataFrame:
@@ -19,7 +20,7 @@ def rollup_to_parent(rankings: pd.DataFrame) -> pd.DataFrame:
     ranks), with that chunk's score; ranks are renumbered 1..n per query. Queries keep their order
     of first appearance.
     """
-    absent = [c for c in ("query_id", "rank", "parent_id", "score") if c not in rankings.columns]
+    absent = absent_columns(rankings, ("query_id", "rank", "parent_id", "score"))
     if absent:
         raise EvaluationError(f"the chunk ranking lacks column(s) {', '.join(absent)}")
     query_ids = arrow_strings(rankings["query_id"], "query ID")

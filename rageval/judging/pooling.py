@@ -20,6 +20,7 @@ from rageval.benchmark.schema import Case, ChunkingConfig
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_jsonl
 from rageval.judging.schema import At, ExtraItem, Found, PoolItem, PoolManifest, SheetRow, valid_rows
+from rageval.validation import absent_columns
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def _top(
 ) -> pd.DataFrame:
     """The top ``depth`` of a ranking; at document level each parent once, at its best chunk's
     place, ranks renumbered (as document-level evaluation sees the ranking)."""
-    missing = {"query_id", "rank", "chunk_id", "parent_id"} - set(frame.columns)
+    missing = absent_columns(frame, ("query_id", "rank", "chunk_id", "parent_id"))
     if missing:
         raise BenchmarkError(
             Problem(
