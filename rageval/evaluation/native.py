@@ -161,7 +161,7 @@ NATIVE_MEASURES: dict[str, NativeMeasure] = {
 
 def supports(measure: ir_measures.measures.Measure) -> bool:
     """Whether the native engine computes ``measure``, read from its entry in :data:`NATIVE_MEASURES`."""
-    native = NATIVE_MEASURES.get(measure.NAME)
+    native = NATIVE_MEASURES.get(str(measure.NAME))
     if native is None or (native.needs_cutoff and param(measure, "cutoff") is None):
         return False
     # judged_only=True, nDCG's dcg= or gains= …: a parameter the entry does not take is computed only
@@ -172,4 +172,4 @@ def supports(measure: ir_measures.measures.Measure) -> bool:
 def native_values(measure: ir_measures.measures.Measure, ctx: Context) -> np.ndarray:
     """One value per query code of the ranked run; ``measure`` must be one :func:`supports` accepts."""
     threshold = int(measure.params.get("rel", ctx.relevance))
-    return NATIVE_MEASURES[measure.NAME].values(ctx, param(measure, "cutoff"), threshold)
+    return NATIVE_MEASURES[str(measure.NAME)].values(ctx, param(measure, "cutoff"), threshold)
