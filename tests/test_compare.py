@@ -132,6 +132,25 @@ def test_significance_table_by_hand():
     assert -0.5 <= low < 0.3125 < high <= 1.0
 
 
+def test_per_query_deltas_pair_only_queries_both_runs_evaluated():
+    index = pd.Index(["q1", "q2", "q3"], name="query_id")
+    base = pd.DataFrame({"m": [0.5, np.nan, 1.0]}, index=index)
+    cand = pd.DataFrame({"m": [0.75, 0.5, 0.0]}, index=pd.Index(["q1", "q2", "q4"], name="query_id"))
+    deltas = cmp.per_query_deltas({"b": base, "c": cand}, "b", ["m"])
+    # q2: the baseline has no value; q3 and q4: only one run evaluated them
+    assert deltas.to_dict("records") == [
+        {"run": "c", "query_id": "q1", "measure": "m", "baseline": 0.5, "candidate": 0.75, "delta": 0.25}
+    ]
+    assert cmp.per_query_deltas({"b": base}, "b", ["m"]).columns.tolist() == [
+        "run",
+        "query_id",
+        "measure",
+        "baseline",
+        "candidate",
+        "delta",
+    ]
+
+
 def test_holm_family_is_every_measure_and_slice_of_a_candidate():
     rng = np.random.default_rng(0)
     index = [f"q{i}" for i in range(30)]
@@ -206,6 +225,20 @@ def test_explain_query_lists_relevant_ranks_and_moved_chunks():
         ("good#h-0", 3, 1, 3),
     ]
     assert why["moved"][1]["snippet"] == "The good answer."
+
+
+def test_overview_draws_one_measure_per_query_and_per_slice():
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.config.load import load_config
+    from rageval.experiment.run import run_experiment
+
+    config = load_config(BM25, [], split="dev")
+    result = run_experiment(config, load_benchmark(config.benchmark))
+    left, right = cmp.overview(result, "R@5").axes
+    evaluated = int(result.evaluation.per_query["R@5"].notna().sum())
+    assert left.get_title() == f"R@5 per query (n={evaluated})"
+    assert sum(p.get_height() for p in left.patches) == evaluated  # every evaluated query in one bin
+    assert len(right.patches) == int(result.slices["R@5"].notna().sum())
 
 
 # --------------------------------------------------------------------------- runs from a store

@@ -13,7 +13,14 @@ from conftest import ROOT
 from test_compare import record_run
 from typer.testing import CliRunner
 
-from rageval.analysis import GatePolicy, check_policy_against, decide, load_policy, require_release
+from rageval.analysis import (
+    GatePolicy,
+    check_policy_against,
+    decide,
+    load_policy,
+    require_release,
+    significance_table,
+)
 from rageval.errors import ComparisonError, PolicyError
 from rageval.tracking.store import Tracker
 
@@ -121,6 +128,29 @@ def test_holm_runs_over_the_policy_measures():
     after = pd.concat([scores([0.5] * 6), scores([0.5] * 6, "R@20")], axis=1)
     rules = verdicts(run_decide(gate, before, after))
     assert rules["measure nDCG@10"][0] == "pass" and "p 0.0312, Holm 0.0625" in rules["measure nDCG@10"][1]
+
+
+def test_a_measure_no_query_pairs_fails_and_is_not_counted_in_the_holm_family():
+    # R@20 has no query both runs scored: its rule fails, and it is no test, so nDCG@10 is a family of
+    # one (Holm = p = 2/64), as the comparison's significance table counts an empty cell.
+    gate = policy(measures={M: {"tolerance": 0.0}, "R@20": {"tolerance": 0.0}})
+    before = pd.concat([scores([0.9] * 6), scores([float("nan")] * 6, "R@20")], axis=1)
+    after = pd.concat([scores([0.5] * 6), scores([0.5] * 6, "R@20")], axis=1)
+    rules = verdicts(run_decide(gate, before, after))
+    assert rules["measure R@20"] == ("fail", "no query was evaluated by both runs")
+    verdict, reason = rules["measure nDCG@10"]
+    assert verdict == "fail" and "p 0.0312, Holm 0.0312" in reason
+
+
+def test_the_gate_and_the_comparison_give_one_paired_test():
+    # 14 queries: past exact enumeration at 1000 samples, so both read the same seeded Monte Carlo test
+    before = scores([0.9, 0.7, 0.8, 0.6, 0.9, 0.4, 0.5, 0.3, 0.6, 0.7, 0.8, 0.2, 0.4, 0.9])
+    after = scores([0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.1, 0.6, 0.4, 0.8, 0.1, 0.3, 0.9])
+    reason = verdicts(run_decide(policy(), before, after))["measure nDCG@10"][1]
+    table = significance_table({"b": before, "c": after}, "b", {}, [M], samples=1000, resamples=200)
+    row = table[table["run"] == "c"].iloc[0]
+    assert row["p_value"] == row["p_holm"] and 0 < row["p_value"] < 1
+    assert f"(Δ {row['delta']:+.4f}, n=14), p {row['p_value']:.4f}, Holm {row['p_holm']:.4f}" in reason
 
 
 # --------------------------------------------------------------------------- policy files

@@ -1,45 +1,37 @@
 """Comparison tables, per-query diffs, figures and the gate's decision: pure functions over the
-DataFrames that sealed runs hold. Reading runs back from the store is :mod:`rageval.workflows`'s job.
+values sealed runs hold (:mod:`rageval.analysis.records`). Reading runs back from the store is
+:mod:`rageval.workflows.readback`'s job.
+
+- ``comparability``: whether two runs' numbers mean the same thing (the one check)
+- ``paired``: per-query scores paired by query ID; the paired test and its Holm family
+- ``tables``: significance per run × slice × measure, per-query deltas, stages, the frontier
+- ``diffs``: rankings as their measures saw them, the recall curve, gains and losses explained
+- ``compare``: :class:`ComparisonInputs` → :class:`Comparison`, and its displays
+- ``plots``: matplotlib figures of a comparison and of one run (matplotlib loaded on use)
+- ``gate``: the release policy and the decision it gives
 """
 
 from __future__ import annotations
 
-from rageval.analysis.compare import (
-    ALL,
+from rageval.analysis.comparability import (
     CHUNKING_TAG,
     CONTRACT_PARAM,
     CONTRACT_PARAMS,
     CONTRACT_TAGS,
+    check_comparable,
+    differences,
+    short_value,
+)
+from rageval.analysis.compare import (
     Comparison,
     ComparisonInputs,
-    Judgments,
-    check_comparable,
     compare,
-    diff_table,
-    differences,
-    explain_query,
-    figure_frontier,
-    figure_latency,
-    figure_query_deltas,
-    figure_recall,
-    figure_slices,
-    figures,
-    frontier_table,
     labels_for,
-    ordered,
     overall_display,
-    pareto,
-    per_query_deltas,
-    query_slices,
-    recall_curve,
-    short_value,
     significance_display,
-    significance_table,
     slices_display,
-    stage_table,
-    total_p95_ms,
-    wide_scores,
 )
+from rageval.analysis.diffs import Judgments, diff_table, explain_query, ordered, recall_curve
 from rageval.analysis.gate import (
     RELEASE_SPLIT,
     Decision,
@@ -54,9 +46,26 @@ from rageval.analysis.gate import (
     release_warning,
     require_release,
 )
+from rageval.analysis.paired import ALL, query_slices, wide_scores
+from rageval.analysis.plots import (
+    figure_frontier,
+    figure_latency,
+    figure_query_deltas,
+    figure_recall,
+    figure_slices,
+    figures,
+    overview,
+)
+from rageval.analysis.tables import (
+    frontier_table,
+    pareto,
+    per_query_deltas,
+    significance_table,
+    stage_table,
+    total_p95_ms,
+)
 
 __all__ = [
-    "short_value",
     "ALL",
     "CHUNKING_TAG",
     "CONTRACT_PARAM",
@@ -90,12 +99,14 @@ __all__ = [
     "load_policy",
     "ordered",
     "overall_display",
+    "overview",
     "pareto",
     "per_query_deltas",
     "query_slices",
     "recall_curve",
     "release_warning",
     "require_release",
+    "short_value",
     "significance_display",
     "significance_table",
     "slices_display",

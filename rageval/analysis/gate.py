@@ -26,10 +26,11 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, StrictInt, StrictStr, ValidationError, field_validator, model_validator
 
+from rageval.analysis.comparability import SPLIT_TAG
+from rageval.analysis.paired import in_slice, paired, paired_deltas, paired_tests
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.errors import ComparisonError, MeasureError, PolicyError, Problem
 from rageval.evaluation import parse_measures
-from rageval.evaluation.stats import holm, paired_randomization
 from rageval.io import read_yaml
 from rageval.validation import Strict, problems_from_validation
 
@@ -93,7 +94,7 @@ def load_policy(path: str | Path) -> GatePolicy:
 
 def require_release(tags: Mapping[str, str], run_id: str, role: str) -> None:
     """The gate decides on the frozen release split only."""
-    split = tags.get("rageval.split")
+    split = tags.get(SPLIT_TAG)
     if split != RELEASE_SPLIT:
         raise ComparisonError(
             f"the gate accepts only runs on the '{RELEASE_SPLIT}' split; the {role} run {run_id} is on "
@@ -169,75 +170,45 @@ def check_policy_against(
         raise PolicyError(problems)
 
 
-def decide(
-    policy: GatePolicy,
-    baseline: pd.DataFrame,
-    candidate: pd.DataFrame,
-    slices: Mapping[str, Sequence[str]],
-    metrics: Mapping[str, float],
-    *,
-    baseline_run_id: str,
-    candidate_run_id: str,
-    release_evaluations: int,
-    family: str = "",
-) -> Decision:
-    """Apply every rule. ``baseline``/``candidate``: wide per-query scores (rows: queries);
-    ``metrics``: the candidate's ``permission_leaks``, ``latency/total/p95_ms`` and
-    ``context_tokens_mean`` (absent ones fail their rule when the policy sets a budget)."""
-    rules: list[RuleResult] = []
-    common = baseline.index.intersection(candidate.index)
+def _measure_rules(policy: GatePolicy, baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[RuleResult]:
+    """No significant loss beyond each measure's tolerance; Holm over the policy's measures."""
     names = list(policy.measures)
-    tested = []
-    for name in names:
-        pair = pd.concat([baseline.loc[common, name], candidate.loc[common, name]], axis=1).dropna()
-        a, b = pair.iloc[:, 0].to_numpy(), pair.iloc[:, 1].to_numpy()
-        tested.append((a, b, paired_randomization(a, b, samples=policy.samples, seed=policy.seed)))
-    adjusted = holm([p for _, _, p in tested])
-    for name, (a, b, p), p_holm in zip(names, tested, adjusted, strict=True):
-        tolerance = policy.measures[name].tolerance
-        delta = float((b - a).mean()) if a.size else float("nan")
-        said = (
-            f"{a.mean():.4f} → {b.mean():.4f} (Δ {delta:+.4f}, n={a.size}), p {p:.4f}, Holm {p_holm:.4f}"
-            if a.size
-            else ""
-        )
+    pairs = [paired(baseline, candidate, name) for name in names]
+    rules = []
+    for name, test in zip(names, paired_tests(pairs, samples=policy.samples, seed=policy.seed), strict=True):
+        a, b = test.baseline, test.candidate
+        label, tolerance = f"measure {name}", policy.measures[name].tolerance
         if not a.size:
-            rules.append(RuleResult(f"measure {name}", "fail", "no query was evaluated by both runs"))
-        elif delta < -tolerance and p_holm < policy.alpha:
-            rules.append(
-                RuleResult(
-                    f"measure {name}",
-                    "fail",
-                    f"{said}: a significant loss beyond the tolerance {tolerance}",
-                    delta,
-                    -tolerance,
-                )
-            )
+            rules.append(RuleResult(label, "fail", "no query was evaluated by both runs"))
+            continue
+        delta = float((b - a).mean())
+        said = f"{a.mean():.4f} → {b.mean():.4f} (Δ {delta:+.4f}, n={a.size}), p {test.p_value:.4f}, Holm {test.p_holm:.4f}"
+        if delta < -tolerance and test.p_holm < policy.alpha:
+            verdict, why = "fail", f"a significant loss beyond the tolerance {tolerance}"
         elif delta < -tolerance:
-            rules.append(
-                RuleResult(
-                    f"measure {name}",
-                    "pass",
-                    f"{said}: a loss beyond the tolerance {tolerance}, but not significant at alpha {policy.alpha}",
-                    delta,
-                    -tolerance,
-                )
-            )
+            verdict = "pass"
+            why = f"a loss beyond the tolerance {tolerance}, but not significant at alpha {policy.alpha}"
         else:
-            rules.append(
-                RuleResult(f"measure {name}", "pass", f"{said}: within the tolerance {tolerance}", delta, -tolerance)
-            )
+            verdict, why = "pass", f"within the tolerance {tolerance}"
+        rules.append(RuleResult(label, verdict, f"{said}: {why}", delta, -tolerance))
+    return rules
 
+
+def _slice_rules(
+    policy: GatePolicy, baseline: pd.DataFrame, candidate: pd.DataFrame, slices: Mapping[str, Sequence[str]]
+) -> list[RuleResult]:
+    """Each critical slice's minimum and largest allowed loss, over the queries both runs evaluated."""
+    common = baseline.index.intersection(candidate.index)
+    rules = []
     for slice_, rule in policy.critical_slices.items():
-        members = [q for q in common if slice_ in slices.get(q, ())]
-        pair = pd.concat([baseline.loc[members, rule.measure], candidate.loc[members, rule.measure]], axis=1).dropna()
+        pair = paired(baseline, candidate, rule.measure, in_slice(common, slice_, slices))
         label = f"slice {slice_} {rule.measure}"
         if pair.empty:
             rules.append(
                 RuleResult(label, "fail", f"no evaluated query carries slice '{slice_}': it cannot be checked")
             )
             continue
-        before, after = float(pair.iloc[:, 0].mean()), float(pair.iloc[:, 1].mean())
+        before, after = float(pair["baseline"].mean()), float(pair["candidate"].mean())
         said = f"{before:.4f} → {after:.4f} over {len(pair)} queries"
         if rule.min is not None:
             ok = after >= rule.min
@@ -252,7 +223,7 @@ def decide(
             )
         if rule.max_loss is not None:
             loss = before - after
-            ok = loss <= rule.max_loss + 1e-12
+            ok = loss <= rule.max_loss + 1e-12  # a loss equal to the limit passes despite float rounding
             rules.append(
                 RuleResult(
                     f"{label} max_loss",
@@ -262,7 +233,12 @@ def decide(
                     rule.max_loss,
                 )
             )
+    return rules
 
+
+def _budget_rules(policy: GatePolicy, metrics: Mapping[str, float]) -> list[RuleResult]:
+    """Permission leaks, p95 latency and context tokens of the candidate; an absent metric fails."""
+    rules = []
     leaks = metrics.get("permission_leaks")
     if leaks is None or np.isnan(leaks):
         rules.append(
@@ -285,7 +261,6 @@ def decide(
                 float(policy.permission_leaks),
             )
         )
-
     for rule_name, key, budget, unit in (
         ("p95 latency", "latency/total/p95_ms", policy.latency_p95_ms, "ms"),
         ("context tokens", "context_tokens_mean", policy.context_tokens_mean, "tokens (mean)"),
@@ -310,32 +285,50 @@ def decide(
                     budget,
                 )
             )
+    return rules
 
-    warnings = []
+
+def _release_rule(policy: GatePolicy, release_evaluations: int, family: str) -> RuleResult:
+    """A warning, never a failure, past ``max_release_evaluations``."""
     over = release_evaluations > policy.max_release_evaluations
     reason = (
         f"{release_evaluations} release evaluation(s) of family '{family}' so far (warning past {policy.max_release_evaluations})"
         + (": the release set is becoming training data; add fresh cases in a new benchmark version" if over else "")
     )
-    rules.append(
-        RuleResult(
-            "release evaluations",
-            "warn" if over else "pass",
-            reason,
-            float(release_evaluations),
-            float(policy.max_release_evaluations),
-        )
+    return RuleResult(
+        "release evaluations",
+        "warn" if over else "pass",
+        reason,
+        float(release_evaluations),
+        float(policy.max_release_evaluations),
     )
-    if over:
-        warnings.append(reason)
 
-    first = names[0]
-    deltas = pd.DataFrame({"baseline": baseline.loc[common, first], "candidate": candidate.loc[common, first]}).dropna()
-    deltas = (
-        deltas.assign(delta=deltas["candidate"] - deltas["baseline"], measure=first)
-        .rename_axis("query_id")
-        .reset_index()
-    )
+
+def decide(
+    policy: GatePolicy,
+    baseline: pd.DataFrame,
+    candidate: pd.DataFrame,
+    slices: Mapping[str, Sequence[str]],
+    metrics: Mapping[str, float],
+    *,
+    baseline_run_id: str,
+    candidate_run_id: str,
+    release_evaluations: int,
+    family: str = "",
+) -> Decision:
+    """Apply every rule. ``baseline``/``candidate``: wide per-query scores (rows: queries);
+    ``metrics``: the candidate's ``permission_leaks``, ``latency/total/p95_ms`` and
+    ``context_tokens_mean`` (absent ones fail their rule when the policy sets a budget)."""
+    release = _release_rule(policy, release_evaluations, family)
+    rules = [
+        *_measure_rules(policy, baseline, candidate),
+        *_slice_rules(policy, baseline, candidate, slices),
+        *_budget_rules(policy, metrics),
+        release,
+    ]
+    warnings = [release.reason] if release.verdict == "warn" else []
+    first = next(iter(policy.measures))
+    deltas = paired_deltas(baseline, candidate, first).assign(measure=first)
     losses = (
         deltas[deltas["delta"] < 0]
         .sort_values(["delta", "query_id"])

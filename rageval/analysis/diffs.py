@@ -1,0 +1,180 @@
+"""Why per-query scores changed: each run's ranking in the order its measures saw it, the recall
+curve over k, and the largest gains and losses explained by the relevant items' ranks and the chunks
+that entered, left or moved in the top of the ranking."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rageval.benchmark.chunking import parent_of
+from rageval.config.schema import RunConfig
+from rageval.evaluation import evaluate, order_ranking
+from rageval.experiment.run import level_run
+
+DIFF_COLUMNS = [
+    "run",
+    "change",
+    "query_id",
+    "query",
+    "measure",
+    "baseline",
+    "candidate",
+    "delta",
+    "relevant_ranks",
+    "moved_chunks",
+]
+
+
+@dataclass(frozen=True)
+class Judgments:
+    """What a diff needs from the benchmark: judgments at the runs' level, query and chunk texts."""
+
+    level: str
+    qrels: dict[str, dict[str, int]]  # query → evaluated item (document or chunk ID) → grade
+    queries: dict[str, str]
+    texts: dict[str, str]  # chunk ID → text, for every chunking the runs used
+
+
+def ordered(rankings: pd.DataFrame, config: RunConfig, level: str) -> pd.DataFrame:
+    """A run's ranking at ``level`` in the order its measures saw it (tie and duplicate policy applied)."""
+    return order_ranking(level_run(rankings, level), config.evaluation.ties, config.evaluation.duplicates)
+
+
+def recall_curve(
+    ranking: pd.DataFrame,
+    qrels: Mapping[str, Mapping[str, int]],
+    queries: Sequence[str],
+    ks: Sequence[int],
+    relevance: int = 1,
+) -> pd.Series:
+    """Mean R@k over ``queries`` at each k, computed by :func:`rageval.evaluation.evaluate` under the
+    metric contract (queries without a relevant item are not averaged). ``ranking`` is already in
+    its decided order (see :func:`ordered`)."""
+    ks = sorted({int(k) for k in ks})
+    index = pd.Index(ks, name="k")
+    judged = {q: qrels[q] for q in queries if q in qrels}
+    if not judged:
+        return pd.Series(np.nan, index=index, name="recall")
+    evaluation = evaluate(
+        ranking[ranking["query_id"].isin(judged.keys())],
+        judged,
+        [f"R@{k}" for k in ks],
+        ties="input-order",
+        relevance=relevance,
+    )
+    return pd.Series(evaluation.aggregates.to_numpy(), index=index, name="recall")
+
+
+def _snippet(text: str, width: int = 140) -> str:
+    return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" …")
+
+
+def explain_query(
+    query_id: str,
+    judgments: Judgments,
+    before: tuple[pd.DataFrame, pd.DataFrame],
+    after: tuple[pd.DataFrame, pd.DataFrame],
+    *,
+    depth: int = 10,
+    moved: int = 4,
+) -> dict[str, Any]:
+    """Why one query's score changed. ``before``/``after``: (ranking at the evaluated level,
+    chunk ranking) of the baseline and the candidate. Returns the query text, each relevant item's
+    rank before → after, and the chunks that entered, left or moved within the top ``depth``."""
+
+    def ranks(frame: pd.DataFrame, column: str) -> dict[str, int]:
+        rows = frame[frame["query_id"] == query_id]
+        return dict(zip(rows[column].astype(str), rows["rank"].astype(int), strict=True))
+
+    grades = judgments.qrels.get(query_id, {})
+    level_before, level_after = ranks(before[0], "doc_id"), ranks(after[0], "doc_id")
+    relevant = [
+        {"item": item, "grade": grade, "before": level_before.get(item), "after": level_after.get(item)}
+        for item, grade in sorted(grades.items(), key=lambda kv: (-kv[1], kv[0]))
+        if grade > 0
+    ]
+    chunk_before, chunk_after = ranks(before[1], "chunk_id"), ranks(after[1], "chunk_id")
+    shown = {c for c, r in chunk_before.items() if r <= depth} | {c for c, r in chunk_after.items() if r <= depth}
+
+    def change(chunk: str) -> tuple[float, str]:
+        # A chunk absent from a ranking counts as far below it, so entering or leaving sorts first.
+        a, b = chunk_before.get(chunk), chunk_after.get(chunk)
+        gap = abs((a or depth * 10) - (b or depth * 10))
+        return (-gap, chunk)
+
+    def grade_of(chunk: str) -> int:
+        # Passage-level qrels grade chunks (their parent's grade where a chunk has none); document-level
+        # qrels grade the chunk's parent.
+        return int(
+            grades.get(chunk, grades.get(parent_of(chunk), 0))
+            if judgments.level == "passage"
+            else grades.get(parent_of(chunk), 0)
+        )
+
+    movers = [c for c in sorted(shown, key=change) if chunk_before.get(c) != chunk_after.get(c)][:moved]
+    return {
+        "query_id": query_id,
+        "query": judgments.queries.get(query_id, ""),
+        "relevant": relevant,
+        "moved": [
+            {
+                "chunk_id": c,
+                "before": chunk_before.get(c),
+                "after": chunk_after.get(c),
+                "grade": grade_of(c),
+                "snippet": _snippet(judgments.texts.get(c, "")),
+            }
+            for c in movers
+        ],
+    }
+
+
+def _rank_text(value: int | None) -> str:
+    return "–" if value is None else str(value)
+
+
+def diff_table(
+    deltas: pd.DataFrame,
+    measure: str,
+    judgments: Judgments,
+    rankings: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]],
+    baseline: str,
+    *,
+    top_n: int = 10,
+    depth: int = 10,
+) -> pd.DataFrame:
+    """The ``top_n`` largest gains and losses on ``measure`` per candidate, explained."""
+    rows = []
+    for run, group in deltas[deltas["measure"] == measure].groupby("run", sort=False):
+        gains = group[group["delta"] > 0].sort_values(["delta", "query_id"], ascending=[False, True]).head(top_n)
+        losses = group[group["delta"] < 0].sort_values(["delta", "query_id"], ascending=[True, True]).head(top_n)
+        for kind, chosen in (("gain", gains), ("loss", losses)):
+            for item in chosen.itertuples(index=False):
+                why = explain_query(str(item.query_id), judgments, rankings[baseline], rankings[str(run)], depth=depth)
+                rows.append(
+                    {
+                        "run": run,
+                        "change": kind,
+                        "query_id": item.query_id,
+                        "query": why["query"],
+                        "measure": measure,
+                        "baseline": item.baseline,
+                        "candidate": item.candidate,
+                        "delta": item.delta,
+                        "relevant_ranks": "; ".join(
+                            f"{r['item']} (grade {r['grade']}): {_rank_text(r['before'])} → {_rank_text(r['after'])}"
+                            for r in why["relevant"]
+                        ),
+                        "moved_chunks": "\n".join(
+                            f"{m['chunk_id']} (grade {m['grade']}): {_rank_text(m['before'])} → {_rank_text(m['after'])} “{m['snippet']}”"
+                            for m in why["moved"]
+                        ),
+                    }
+                )
+    return pd.DataFrame(rows, columns=DIFF_COLUMNS)

@@ -1,0 +1,175 @@
+"""Figures of a comparison and of one evaluation run: pure functions from results to matplotlib
+figures. matplotlib is imported inside each function, so that importing :mod:`rageval.analysis`
+(every comparison and gate does) does not load it; only notebooks draw."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rageval.analysis.compare import Comparison
+from rageval.experiment.run import ExperimentResult
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+_COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974", "#64b5cd"]
+
+
+def _color(i: int) -> str:
+    return _COLORS[i % len(_COLORS)]
+
+
+def figure_query_deltas(comparison: Comparison, measure: str | None = None) -> Figure:
+    """Each candidate's per-query delta on one measure, sorted: where it wins and loses, and how much."""
+    from matplotlib.figure import Figure
+
+    measure = measure or comparison.primary
+    runs = list(comparison.candidates)
+    figure = Figure(figsize=(10, 2.6 * len(runs) + 0.6), layout="constrained")
+    axes = np.atleast_1d(figure.subplots(len(runs), 1, squeeze=False)[:, 0])
+    for ax, run in zip(axes, runs, strict=True):
+        part = comparison.per_query[(comparison.per_query["run"] == run) & (comparison.per_query["measure"] == measure)]
+        delta = np.sort(part["delta"].to_numpy())[::-1]
+        colors = np.where(delta > 0, "#55a868", np.where(delta < 0, "#c44e52", "#bbbbbb"))
+        ax.bar(np.arange(len(delta)), delta, color=colors, width=1.0)
+        ax.axhline(0, color="black", linewidth=0.8)
+        wins, ties, losses = int((delta > 0).sum()), int((delta == 0).sum()), int((delta < 0).sum())
+        ax.set(
+            title=f"{run} − {comparison.baseline}: {measure} per query (win/tie/loss {wins}/{ties}/{losses})",
+            xlabel="queries, sorted by delta",
+            ylabel=f"Δ {measure}",
+            xlim=(-0.5, max(len(delta), 1) - 0.5),
+        )
+    return figure
+
+
+def figure_slices(comparison: Comparison, measure: str | None = None) -> Figure:
+    """One measure per slice for every run, slice labels with their query counts."""
+    from matplotlib.figure import Figure
+
+    measure = measure or comparison.primary
+    view = comparison.slice_view(measure)
+    runs = [comparison.baseline, *comparison.candidates]
+    figure = Figure(figsize=(10, 0.45 * len(view) * max(1, len(runs) / 2) + 1.2), layout="constrained")
+    ax = figure.subplots()
+    height = 0.8 / len(runs)
+    positions = np.arange(len(view))[::-1]
+    for i, run in enumerate(runs):
+        ax.barh(
+            positions + (len(runs) / 2 - i - 0.5) * height,
+            view[run].to_numpy(),
+            height=height,
+            color=_color(i),
+            label=run,
+        )
+    ax.set_yticks(positions, [f"{s} (n={n})" for s, n in zip(view.index, view["queries"], strict=True)])
+    ax.set(xlabel=measure, xlim=(0, 1), title=f"{measure} by slice (n = queries evaluated)")
+    ax.legend(loc="lower right", fontsize="small")
+    return figure
+
+
+def figure_recall(comparison: Comparison) -> Figure:
+    """Recall@k over k for every run."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 4.2), layout="constrained")
+    ax = figure.subplots()
+    for i, (run, part) in enumerate(comparison.recall.groupby("run", sort=False)):
+        ax.plot(part["k"], part["recall"], color=_color(i), label=run, linewidth=1.8)
+    ax.set_xscale("log")
+    ax.set(xlabel="k (log scale)", ylabel="mean Recall@k", ylim=(0, 1.02), title="Recall@k over k")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right", fontsize="small")
+    return figure
+
+
+def figure_latency(comparison: Comparison) -> Figure:
+    """Per-query latency of each stage, per run (milliseconds, log scale)."""
+    from matplotlib.figure import Figure
+
+    frame = comparison.latency
+    stages = list(dict.fromkeys(frame["stage"]))
+    runs = [comparison.baseline, *comparison.candidates]
+    figure = Figure(figsize=(min(14, max(7, 0.5 * len(stages) * len(runs) + 3)), 4.4), layout="constrained")
+    ax = figure.subplots()
+    width = 0.8 / len(runs)
+    for i, run in enumerate(runs):
+        data = [frame[(frame["run"] == run) & (frame["stage"] == s)]["seconds"].to_numpy() * 1000 for s in stages]
+        data = [d if d.size else np.array([np.nan]) for d in data]
+        boxes = ax.boxplot(
+            data,
+            positions=np.arange(len(stages)) + (i - (len(runs) - 1) / 2) * width,
+            widths=width * 0.9,
+            patch_artist=True,
+            showfliers=False,
+            manage_ticks=False,
+        )
+        for box in boxes["boxes"]:
+            box.set(facecolor=_color(i), alpha=0.75)
+        ax.plot([], [], color=_color(i), linewidth=6, label=run)
+    ax.set_xticks(np.arange(len(stages)), stages, rotation=20 if len(stages) > 4 else 0)
+    ax.set_yscale("log")
+    ax.set(ylabel="ms per query (log scale)", title="Latency per stage (boxes: quartiles, whiskers: 1.5 IQR)")
+    ax.legend(fontsize="small")
+    return figure
+
+
+def figure_frontier(comparison: Comparison) -> Figure:
+    """A sweep's quality against p95 latency and against mean context tokens; the frontier joined."""
+    from matplotlib.figure import Figure
+
+    frame = comparison.frontier
+    figure = Figure(figsize=(12, 4.6), layout="constrained")
+    for ax, cost, flag, label in zip(
+        figure.subplots(1, 2),
+        ("p95_ms", "context_tokens"),
+        ("pareto_latency", "pareto_context"),
+        ("p95 latency per query (ms)", "mean context tokens"),
+        strict=True,
+    ):
+        ax.scatter(frame[cost], frame["quality"], color="#8c8c8c", zorder=2)
+        best = frame[frame[flag]].sort_values(cost)
+        ax.plot(best[cost], best["quality"], color="#c44e52", marker="o", zorder=3, label="frontier")
+        base = frame[frame["run_id"] == comparison.baseline_run_id]
+        ax.scatter(base[cost], base["quality"], s=120, facecolor="none", edgecolor="black", zorder=4, label="baseline")
+        for row in frame.itertuples(index=False):
+            name = str(row.run).rsplit("/", 1)[-1]  # a sweep member's own name is enough here
+            ax.annotate(name, (getattr(row, cost), row.quality), fontsize=7, xytext=(4, 3), textcoords="offset points")
+        ax.set(xlabel=label, ylabel=comparison.primary, title=f"{comparison.primary} vs {label}")
+        ax.margins(x=0.25, y=0.15)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small", loc="best")
+    return figure
+
+
+def figures(comparison: Comparison) -> dict[str, Figure]:
+    """Every figure of a comparison, by PNG file name."""
+    out = {
+        "query_deltas.png": figure_query_deltas(comparison),
+        "slices.png": figure_slices(comparison),
+        "recall_at_k.png": figure_recall(comparison),
+        "latency.png": figure_latency(comparison),
+    }
+    if not comparison.frontier.empty:
+        out["frontier.png"] = figure_frontier(comparison)
+    return out
+
+
+def overview(result: ExperimentResult, measure: str | None = None) -> Figure:
+    """Per-query distribution of one measure and its mean per slice."""
+    from matplotlib.figure import Figure
+
+    measure = measure or result.evaluation.measures[0].text
+    figure = Figure(figsize=(11, 3.8), layout="constrained")
+    left, right = figure.subplots(1, 2, width_ratios=[1, 1.6])
+    values = result.evaluation.per_query[measure].dropna()
+    left.hist(values, bins=20, range=(0, 1), color="#4c72b0")
+    left.set(title=f"{measure} per query (n={len(values)})", xlabel=measure, ylabel="queries")
+    slices = result.slices[measure].dropna().sort_values()
+    right.barh([f"{s} ({result.slices.loc[s, 'queries']})" for s in slices.index], slices.to_numpy(), color="#55a868")
+    right.axvline(values.mean() if len(values) else 0, color="black", linestyle="--", linewidth=1, label="all queries")
+    right.set(title=f"{measure} by slice (queries)", xlim=(0, 1), xlabel=measure)
+    right.legend(loc="lower right")
+    return figure
