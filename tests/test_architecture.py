@@ -175,7 +175,6 @@ def test_only_tracking_imports_mlflow():
     assert mlflow_outside_tracking() == []
 
 
-@pytest.mark.xfail(strict=True, reason="evaluation/metrics, analysis/compare and judging/pool are split next")
 def test_no_module_over_600_lines():
     assert long_modules() == []
 

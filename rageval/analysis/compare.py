@@ -13,12 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-# rageval.workflows.readback still imports these from this module; once it imports them from
-# rageval.analysis (the package), this import goes.
-from rageval.analysis.comparability import CONTRACT_TAGS, check_comparable, short_value  # noqa: F401
 from rageval.analysis.diffs import Judgments, diff_table, ordered, recall_curve
 from rageval.analysis.paired import ALL, query_slices, wide_scores
 from rageval.analysis.records import RunArtifacts, RunInfo
@@ -138,7 +134,7 @@ def compare(
     deltas = per_query_deltas(scores, baseline, chosen)
 
     orders, curves = {}, []
-    ks = np.arange(1, max_k + 1)
+    ks = list(range(1, max_k + 1))
     for run in runs:
         label = labels[run.info.run_id]
         config = config_from_yaml(run.config_yaml)

@@ -183,6 +183,7 @@ def _measure_rules(policy: GatePolicy, baseline: pd.DataFrame, candidate: pd.Dat
             continue
         delta = float((b - a).mean())
         said = f"{a.mean():.4f} → {b.mean():.4f} (Δ {delta:+.4f}, n={a.size}), p {test.p_value:.4f}, Holm {test.p_holm:.4f}"
+        verdict: Verdict
         if delta < -tolerance and test.p_holm < policy.alpha:
             verdict, why = "fail", f"a significant loss beyond the tolerance {tolerance}"
         elif delta < -tolerance:

@@ -85,7 +85,7 @@ def significance_table(
     wide per-query scores; ``baseline`` is one of the labels."""
     labels = sorted({label for values in slices.values() for label in values})
     cells = [(slice_, measure) for slice_ in (ALL, *labels) for measure in measures]
-    settings = {"confidence": confidence, "resamples": resamples, "seed": seed}
+    settings: dict[str, Any] = {"confidence": confidence, "resamples": resamples, "seed": seed}
     rows: list[dict[str, Any]] = []
     base = scores[baseline]
     for run, frame in scores.items():
