@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from rageval.cli.common import (
+    ChangeAction,
     DateOption,
     benchmark_app,
     fail,
@@ -169,7 +170,7 @@ def benchmark_new_version(
 @benchmark_app.command("log-change")
 def benchmark_log_change(
     path: Annotated[Path, typer.Argument(help="benchmark folder (the new version)")],
-    action: Annotated[str, typer.Argument(help="added, retired, re-judged or judgments-added")],
+    action: Annotated[ChangeAction, typer.Argument(help="what changed in the listed cases")],
     case: Annotated[list[str], typer.Option("--case", help="query ID (repeat)")],
     reason: Annotated[str, typer.Option(help="why the cases changed")],
     date: DateOption = None,
@@ -178,7 +179,7 @@ def benchmark_log_change(
     from rageval.benchmark.versions import log_change
 
     try:
-        entry = log_change(path, action, case, reason, parse_date(date))
+        entry = log_change(path, action.value, case, reason, parse_date(date))
     except RagevalError as error:
         fail(error)
     typer.echo(f"{entry.version} {entry.date}: {entry.action} {', '.join(entry.cases)} ({entry.reason})")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from rageval.benchmark.schema import LEVELS
+from rageval.benchmark.schema import CHANGE_ACTIONS, LEVELS
 from rageval.errors import InputError, RagevalError
 from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, TIE_POLICIES
 
@@ -52,6 +52,7 @@ Level = choices("Level", LEVELS)
 TiePolicy = choices("TiePolicy", TIE_POLICIES)
 DuplicatePolicy = choices("DuplicatePolicy", DUPLICATE_POLICIES)
 Gain = choices("Gain", GAINS)
+ChangeAction = choices("ChangeAction", CHANGE_ACTIONS)
 
 
 def fail(error: RagevalError) -> NoReturn:
