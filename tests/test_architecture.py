@@ -164,19 +164,23 @@ def test_every_top_level_part_has_its_rules():
 
 
 def test_arrows_follow_the_data_flow():
-    assert arrow_violations(edges()) == []
+    found = arrow_violations(edges())
+    assert not found, "\n" + "\n".join(found)
 
 
 def test_no_import_cycles():
-    assert cycles(edges()) == []
+    found = cycles(edges())
+    assert not found, "\n" + "\n".join(found)
 
 
 def test_only_tracking_imports_mlflow():
-    assert mlflow_outside_tracking() == []
+    found = mlflow_outside_tracking()
+    assert not found, "\n" + "\n".join(found)
 
 
 def test_no_module_over_600_lines():
-    assert long_modules() == []
+    found = long_modules()
+    assert not found, "\n" + "\n".join(found)
 
 
 # ------------------------------------------------------------------ the rules catch what they claim
