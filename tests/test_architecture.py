@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rageval"
 
-BASE = frozenset({"errors", "paths", "hashing", "io", "validation"})
+BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety"})
 PURE = ("benchmark", "retrieval", "evaluation", "config", "experiment", "judging", "analysis")
 # What each top-level part of rageval may import from rageval (besides itself). The arrows follow the
 # data flow: params → config → benchmark + chunks → stages → rankings → measures → sealed run → comparison.
@@ -23,6 +23,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "hashing": frozenset(),
     "io": frozenset({"errors"}),
     "validation": frozenset({"errors"}),
+    "safety": frozenset(),
     "benchmark": BASE,
     "retrieval": BASE | {"benchmark"},
     "evaluation": BASE | {"benchmark"},
