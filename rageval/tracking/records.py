@@ -18,6 +18,7 @@ import pandas as pd
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.evaluation import metric_key
 from rageval.hashing import sha256_bytes
+from rageval.safety import csv_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -52,7 +53,8 @@ def parquet(frame: pd.DataFrame) -> bytes:
 
 
 def csv(frame: pd.DataFrame, *, index: bool = False) -> bytes:
-    return frame.to_csv(index=index).encode()
+    """CSV a spreadsheet opens safely: corpus and query text never becomes a live formula."""
+    return csv_bytes(frame, index=index)
 
 
 def as_json(value: Any) -> bytes:

@@ -23,6 +23,7 @@ from rageval.config.load import flatten
 from rageval.evaluation import metric_key
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
+from rageval.safety import csv_bytes
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -133,8 +134,8 @@ def execute_gate(
         },
         files={
             "decision.json": json.dumps(record, indent=2, default=_plain).encode(),
-            "rules.csv": decision.table().to_csv(index=False).encode(),
-            "largest_losses.csv": decision.largest_losses.to_csv(index=False).encode(),
+            "rules.csv": csv_bytes(decision.table()),
+            "largest_losses.csv": csv_bytes(decision.largest_losses),
             "policy.yaml": policy_bytes,
             "baseline_config.yaml": base.config_yaml.encode(),
             "candidate_config.yaml": cand.config_yaml.encode(),

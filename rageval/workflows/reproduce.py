@@ -36,6 +36,7 @@ from rageval.errors import ReproductionError
 from rageval.experiment.stages import CONTEXT_STAGE
 from rageval.retrieval.pipeline import stage_inputs
 from rageval.retrieval.schema import StageConfig
+from rageval.safety import csv_bytes
 from rageval.tracking.store import Tracker
 
 NEURAL_TYPES = {"dense", "rerank"}
@@ -248,7 +249,7 @@ def _record(tracker: Tracker, experiment_id: str, result: Reproduction, patch: b
             "max_metric_difference": max(result.metric_differences.values(), default=0.0),
         },
     )
-    tracker.log_bytes(record, "reproduction.csv", stages.to_csv(index=False).encode())
+    tracker.log_bytes(record, "reproduction.csv", csv_bytes(stages))
     if patch is not None:
         tracker.log_bytes(record, "git/diff.patch", patch)
     tracker.log_bytes(

@@ -27,6 +27,7 @@ from rageval.benchmark.loading import load_benchmark
 from rageval.config.sweep import Member, Sweep, load_sweep
 from rageval.errors import ConfigError, NotebookExecutionError, Problem, SweepError
 from rageval.evaluation import parse_measure
+from rageval.safety import csv_bytes
 from rageval.tracking.store import Tracker
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -323,7 +324,7 @@ def _finish(
         ]
     )
     tracker.log_bytes(parent, "summary.json", json.dumps(summary, indent=2, default=str).encode())
-    tracker.log_bytes(parent, "summary.csv", table.to_csv(index=False).encode())
+    tracker.log_bytes(parent, "summary.csv", csv_bytes(table))
     tracker.log_metrics(
         parent,
         {
