@@ -180,7 +180,7 @@ def test_bootstrap_equals_scipy_given_the_same_draws(n, seed, confidence):
     # bootstrap distribution is ours to the bit and the percentile interval is the same quantiles.
     # Its quantile function (scipy.stats.quantile) interpolates with another formula than
     # numpy.quantile, which ours uses: the endpoints differ in the last bits (at most 8e-16 measured),
-    # so they agree to 1e-12 and not to the bit. That last-bit difference is why ours is kept: the
+    # so they agree to 1e-12 and not to the bit. That difference (and speed) is why ours is kept: the
     # intervals rageval records must not change.
     rng = np.random.default_rng(300 + seed)
     values, _ = scores_with_ties(rng, n)
@@ -231,7 +231,7 @@ def test_bootstrap_within_four_standard_errors_of_scipy_with_other_draws(n, seed
 
 @st.composite
 def p_values(draw) -> list[float]:
-    """3-60 p-values as a comparison produces them: ties, exact ones, the Monte-Carlo floor
+    """Up to 60 p-values as a comparison produces them: ties, exact ones, the Monte-Carlo floor
     1 / 10,001, and NaN where a measure had no paired queries."""
     special = st.sampled_from([1.0, 1 / 10_001, 0.05, 0.5, math.nan])
     return draw(st.lists(st.one_of(st.floats(0, 1), special), min_size=0, max_size=60))
