@@ -90,6 +90,9 @@ def test_fleiss_and_cohen_published_examples():
 def test_undefined_coefficients_are_nan_and_bad_input_fails():
     assert math.isnan(cohen_kappa([2, 2], [2, 2]))  # p_e = 1
     assert math.isnan(krippendorff_alpha_ordinal([[1], [2]]))  # nothing pairable
+    # one grade among the pairable labels (a lone label does not count): no disagreement is expected
+    assert math.isnan(krippendorff_alpha_ordinal([[2, 2], [2, 2, 2], [3]], [0, 1, 2, 3]))
+    assert math.isnan(krippendorff_alpha_ordinal([[2, 2], [2, 2, 2], [3]]))
     assert math.isnan(fleiss_kappa([[2, 0], [2, 0]]))
     with pytest.raises(ValueError, match="same number"):
         fleiss_kappa([[2, 0], [1, 0]])

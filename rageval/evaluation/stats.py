@@ -9,6 +9,23 @@
 
 Every random draw comes from ``numpy.random.default_rng(seed)``: the same inputs and seed give the
 same numbers on every machine.
+
+Why these are not calls to scipy or statsmodels, though they agree with them
+(``tests/test_stats_golden.py``; figures from ``benchmarks/stats_libraries.py``, n = 5-300,
+10,000 resamples):
+
+- ``scipy.stats.bootstrap(method="percentile")``, given the same generator, draws the same
+  resamples (its bootstrap distribution is ours to the bit), but its quantile interpolates by
+  another formula than ``numpy.quantile``: the endpoints move in the last bits (up to 8e-16), and
+  the intervals rageval has recorded and prints for a seed must not move. It is also 1.4-1.8x slower.
+- ``scipy.stats.permutation_test(permutation_type="samples")`` draws its Monte-Carlo sign patterns
+  another way (a permutation of each pair), so seeded p-values would change. Its exact enumeration
+  agrees where sums are exact, but its tie tolerance is relative to the observed mean (100 eps |t|):
+  a mean difference that is zero, summed in floating point (P@5 wins and losses that cancel), gets
+  p < 1; ours is absolute (``_EPS``) and gives 1. It is 4-12x slower.
+- ``statsmodels.stats.multitest.multipletests(method="holm")`` agrees to the bit but runs
+  ``gc.collect()`` on every call: about 65 ms in a process with scipy, scikit-learn and pandas
+  loaded, against 6 microseconds here.
 """
 
 from __future__ import annotations
