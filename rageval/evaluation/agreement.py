@@ -61,7 +61,7 @@ def cohen_kappa(a: Sequence[int], b: Sequence[int], categories: Sequence[int] | 
     return float("nan") if np.isclose(expected, 1.0) else float((observed - expected) / (1 - expected))
 
 
-def fleiss_kappa(counts: np.ndarray | Sequence[Sequence[int]]) -> float:
+def fleiss_kappa(counts: np.ndarray | Sequence[Sequence[int]] | Sequence[np.ndarray]) -> float:
     """Fleiss' kappa of an items × categories matrix of label counts, the same number of labels per item."""
     table = np.asarray(counts, dtype=float)
     if table.ndim != 2 or not len(table):
