@@ -9,8 +9,9 @@ retrieval libraries; each name is imported from its package on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rageval.lazy import exports
 
 __version__ = "0.1.0"  # keep equal to pyproject.toml
 
@@ -86,18 +87,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rageval' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
-
+__getattr__, __dir__ = exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time the names load on first use
     from rageval.analysis import Comparison, Decision, compare, decide, load_policy

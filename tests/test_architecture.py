@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rageval"
 
-BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety"})
+BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety", "lazy"})
 PURE = ("benchmark", "retrieval", "evaluation", "config", "experiment", "judging", "analysis")
 # What each top-level part of rageval may import from rageval (besides itself). The arrows follow the
 # data flow: params → config → benchmark + chunks → stages → rankings → measures → sealed run → comparison.
@@ -24,6 +24,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "io": frozenset({"errors"}),
     "validation": frozenset({"errors"}),
     "safety": frozenset(),
+    "lazy": frozenset(),
     "benchmark": BASE,
     "retrieval": BASE | {"benchmark"},
     "evaluation": BASE | {"benchmark"},
