@@ -82,22 +82,30 @@ def test_hash_write_records_a_deliberate_change(tiny):
 
 def test_metrics_prints_trec_eval_lines_and_json(tmp_path):
     qrels = tmp_path / "qrels"
-    qrels.write_text("1 0 a 1\n1 0 b 0\n2 0 c 2\n3 0 a 0\n")
+    qrels.write_text("1 0 a 1\n1 0 b 0\n2 0 c 2\n3 0 a 0\n")  # query 3: judged, nothing relevant
     run = tmp_path / "run"
-    run.write_text("1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n2 Q0 c 1 5.0 t\n3 Q0 a 1 1.0 t\n")
+    run.write_text("1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n2 Q0 c 1 5.0 t\n3 Q0 a 1 1.0 t\n4 Q0 a 1 1.0 t\n")
     result = invoke("metrics", qrels, run, "-m", "RR", "-m", "Hit@1", "--per-query")
     assert result.exit_code == 0, result.output
     lines = [line.split("\t") for line in result.stdout.splitlines()]
+    # trec_eval's rule by default: query 3 scores 0 and counts; query 4 (no judgment) is skipped.
     assert [(m.strip(), q, v) for m, q, v in lines] == [
         ("RR", "1", "0.5000"),
         ("RR", "2", "1.0000"),
-        ("RR", "all", "0.7500"),
+        ("RR", "3", "0.0000"),
+        ("RR", "all", "0.5000"),
         ("Hit@1", "1", "0.0000"),
         ("Hit@1", "2", "1.0000"),
-        ("Hit@1", "all", "0.5000"),
+        ("Hit@1", "3", "0.0000"),
+        ("Hit@1", "all", "0.3333"),
     ]
+    assert "# 1 queries skipped (no judgment); num_q 3" in result.stderr
     payload = json.loads(invoke("metrics", qrels, run, "-m", "RR", "--format", "json").stdout)
-    assert payload["aggregates"] == {"RR": 0.75} and payload["skipped"] == ["3"] and payload["num_q"] == 2
+    assert payload["aggregates"] == {"RR": 0.5} and payload["skipped"] == ["4"] and payload["num_q"] == 3
+    assert payload["contract"]["options"]["no_relevant"] == "score"
+    # The metric contract's rule (what runs record), one flag away.
+    skip = json.loads(invoke("metrics", qrels, run, "-m", "RR", "--format", "json", "--no-relevant", "skip").stdout)
+    assert skip["aggregates"] == {"RR": 0.75} and skip["skipped"] == ["3", "4"] and skip["num_q"] == 2
 
 
 def test_metrics_keeps_the_first_of_a_duplicate_and_refuses_when_asked(tmp_path):
@@ -161,9 +169,10 @@ def test_cli_choices_are_the_contracts_and_the_schemas():
     from rageval.benchmark.schema import LEVELS
     from rageval.cli import common
     from rageval.config.schema import EvaluationConfig
-    from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, TIE_POLICIES
+    from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, NO_RELEVANT_POLICIES, TIE_POLICIES
 
     assert [m.value for m in common.TiePolicy] == list(TIE_POLICIES)
+    assert [m.value for m in common.NoRelevantPolicy] == list(NO_RELEVANT_POLICIES)
     assert [m.value for m in common.DuplicatePolicy] == list(DUPLICATE_POLICIES)
     assert [m.value for m in common.Gain] == list(GAINS)
     assert [m.value for m in common.Level] == list(LEVELS)
