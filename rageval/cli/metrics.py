@@ -61,11 +61,11 @@ def metrics(
     if output not in ("trec", "json"):
         raise typer.BadParameter("choose trec or json", param_hint="--format")
     try:
-        judged = read_qrels(input_file(qrels, "QRELS", "give a TREC qrels file: 'query 0 document grade' lines"))
-        ranked = read_run(input_file(run, "RUN", "give a TREC run file: 'query Q0 document rank score tag' lines"))
+        input_file(qrels, "QRELS", "give a TREC qrels file: 'query 0 document grade' lines")
+        input_file(run, "RUN", "give a TREC run file: 'query Q0 document rank score tag' lines")
         evaluation = evaluate(
-            ranked,
-            judged,
+            read_run(run),
+            read_qrels(qrels),
             measure,
             ties=ties.value,
             duplicates=duplicates.value,
