@@ -372,3 +372,11 @@ def test_exported_passage_qrels_reproduce_a_passage_level_runs_numbers(tmp_path)
     assert other["aggregates"]["nDCG@10"] < 0.05  # chunk IDs never match document IDs
     needs = invoke("benchmark", "export-qrels", DEMO, "--level", "passage", "--out", tmp_path / "q")
     assert needs.exit_code == 2 and "--level passage needs the chunking the run used" in needs.output
+
+
+def test_a_rankings_file_that_cannot_be_read_is_bad_input(tmp_path, tiny):
+    broken = tmp_path / "r.parquet"
+    broken.write_text("not parquet")
+    result = invoke("judge", "pool", "--out", tmp_path / "p", "--rankings", f"a={broken}", "--benchmark", tiny)
+    assert result.exit_code == 2 and "internal error" not in result.output
+    assert result.stderr.startswith(f"error: {broken}: --rankings: cannot be read as parquet: ")

@@ -97,11 +97,22 @@ def _read_rankings(path: Path):
 
     if not path.is_file():
         raise BenchmarkError(Problem(file=str(path), message="file not found", fix="check the --rankings path"))
-    return (
-        pd.read_parquet(path)
-        if path.suffix == ".parquet"
-        else pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
-    )
+    try:
+        return (
+            pd.read_parquet(path)
+            if path.suffix == ".parquet"
+            else pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
+        )
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid, pandas' ParserError, bad UTF-8 are ValueErrors
+        kind = "parquet" if path.suffix == ".parquet" else "TSV" if path.suffix == ".tsv" else "CSV"
+        raise BenchmarkError(
+            Problem(
+                file=str(path),
+                field="--rankings",
+                message=f"cannot be read as {kind}: {' '.join(str(exc).split())[:200]}",
+                fix="give a rankings file (.parquet, .csv or .tsv) with query_id, rank, chunk_id, parent_id",
+            )
+        ) from None
 
 
 def _check_runs_match(cases: dict[str, str | None], bench, split: str, run_split: str | None) -> None:

@@ -97,6 +97,8 @@ def metrics(
             for qid, value in evaluation.per_query[m.text].items():
                 echo(f"{m.text:<{width}}\t{qid}\t{value:.4f}")
         echo(f"{m.text:<{width}}\tall\t{evaluation.aggregates[m.text]:.4f}")
+    if not evaluation.evaluated:
+        echo("# no query evaluated: the run and the qrels share no judged query", err=True)
     if evaluation.skipped:
         reason = "no judgment" if no_relevant.value == "score" else "no judgment or no relevant item"
         echo(f"# {len(evaluation.skipped)} queries skipped ({reason}); num_q {evaluation.evaluated}", err=True)
