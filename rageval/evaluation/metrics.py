@@ -165,10 +165,11 @@ def evaluate(
         zero = pd.DataFrame(0.0, index=pd.Index(absent, dtype=object), columns=diagnostics.columns)
         zero[_tie_column(depth)] = np.nan
         diagnostics = pd.concat([diagnostics, zero])
+    # One index type whatever was concatenated (pandas may infer a string dtype when joining indexes).
     per_query = per_query.astype(float).sort_index()
-    per_query.index.name = "query_id"
+    per_query.index = pd.Index(per_query.index, dtype=object, name="query_id")
     diagnostics = diagnostics.astype(float).sort_index()
-    diagnostics.index.name = "query_id"
+    diagnostics.index = pd.Index(diagnostics.index, dtype=object, name="query_id")
 
     options = {
         "ties": ties,
