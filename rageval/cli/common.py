@@ -217,11 +217,7 @@ def _unsupported(value: Any) -> str | None:
     if isinstance(value, list):
         return next((bad for item in value if (bad := _unsupported(item)) is not None), None)
     if isinstance(value, dict):
-        for key, item in value.items():
-            bad = _unsupported(key) if not isinstance(key, str | int | float | bool) else _unsupported(item)
-            if bad is not None:
-                return bad
-        return None
+        return next((bad for key, item in value.items() if (bad := _unsupported(key) or _unsupported(item))), None)
     return type(value).__name__
 
 

@@ -123,9 +123,10 @@ def evaluate(
     """Evaluate a run (``query_id, doc_id, score`` and optionally ``rank``) against graded qrels.
 
     ``no_relevant="skip"`` (the contract's default) gives a judged query with nothing relevant no
-    value; ``"score"`` scores it and averages it in, as trec_eval does. ``provider="auto"`` computes the measures it can natively and the rest with ir-measures;
-    ``"ir_measures"`` sends every measure there (same values; for cross-checks). Always returns an
-    :class:`Evaluation`; never writes anything.
+    value; ``"score"`` scores it and averages it in, as trec_eval does. ``provider="auto"``
+    computes the measures it can natively and the rest with ir-measures; ``"ir_measures"`` sends
+    every measure there (same values; for cross-checks). Always returns an :class:`Evaluation`;
+    never writes anything.
     """
     parsed = tuple(m if isinstance(m, Measure) else parse_measure(m) for m in measures)
     _check_options(missing, no_relevant, relevance, gain, depth, provider)
