@@ -5,6 +5,7 @@ unchanged, so a reader sees what the corpus holds, never what it would execute."
 
 from __future__ import annotations
 
+import html
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,8 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # A cell a spreadsheet would evaluate (OWASP's CSV injection list).
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
+# Characters Markdown gives a meaning to (emphasis, links, headings, code, tables, HTML).
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>])")
 
 
 def strip_control(text: str) -> str:
@@ -31,6 +34,13 @@ def neutralise_formula(text: str) -> str:
     if text.startswith(_FORMULA) and not _is_number(text):
         return "'" + text
     return text
+
+
+def markdown_text(text: str) -> str:
+    """``text`` to place in Markdown shown live (a notebook's ``Markdown`` display): control
+    sequences stripped, HTML escaped, and Markdown's own syntax backslash-escaped, so it reads as
+    written and renders as nothing else (no tag, no link, no emphasis)."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(strip_control(text), quote=False))
 
 
 def _is_number(text: str) -> bool:
@@ -48,21 +58,35 @@ def _clean(value: Any, *, csv: bool) -> Any:
     return neutralise_formula(value) if csv else value
 
 
-def safe_frame(frame: pd.DataFrame, *, csv: bool = False) -> pd.DataFrame:
-    """A copy of ``frame`` whose text cells, index and column labels are stripped of control
-    sequences (and, for ``csv``, neutralised as formulas). Numeric columns are untouched."""
+def _text(values: Any) -> bool:
     from pandas.api.types import is_object_dtype, is_string_dtype
 
-    def text(values: Any) -> bool:
-        return is_object_dtype(values) or is_string_dtype(values)
+    return bool(is_object_dtype(values) or is_string_dtype(values))
 
+
+def _clean_index(index: pd.Index, *, csv: bool) -> pd.Index:
+    """``index`` (any number of levels) with its text labels and names cleaned."""
+    import pandas as pd
+
+    if isinstance(index, pd.MultiIndex):
+        levels = [_clean_index(index.get_level_values(i), csv=csv) for i in range(index.nlevels)]
+        return pd.MultiIndex.from_arrays(levels, names=[_clean(n, csv=csv) for n in index.names])
+    if _text(index):
+        index = index.map(lambda v: _clean(v, csv=csv))
+    return index.rename(_clean(index.name, csv=csv))
+
+
+def safe_frame(frame: pd.DataFrame, *, csv: bool = False) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells, index and column labels (every level, and their names)
+    are stripped of control sequences (and, for ``csv``, neutralised as formulas). Numeric columns
+    are untouched."""
     out = frame.copy()
-    for column in out.columns:
-        if text(out[column]):
-            out[column] = out[column].map(lambda v: _clean(v, csv=csv))
-    out.columns = [_clean(c, csv=csv) for c in out.columns]
-    if text(out.index):
-        out.index = out.index.map(lambda v: _clean(v, csv=csv))
+    for position in range(out.shape[1]):
+        column = out.iloc[:, position]
+        if _text(column):
+            out.isetitem(position, column.map(lambda v: _clean(v, csv=csv)))
+    out.columns = _clean_index(out.columns, csv=csv)
+    out.index = _clean_index(out.index, csv=csv)
     return out
 
 
@@ -72,7 +96,29 @@ def csv_bytes(frame: pd.DataFrame, *, index: bool = False) -> bytes:
 
 
 def styled(frame: pd.DataFrame, formatter: Any = None, **options: Any) -> Styler:
-    """A pandas Styler for notebook display: text escaped as HTML (pandas does not escape by
-    default) and a stable table ID, so two executions diff only where their values differ.
-    ``formatter`` and ``options`` go to :meth:`Styler.format` (one call, so escaping stays on)."""
-    return safe_frame(frame).style.format(formatter, escape="html", **options).set_uuid("rageval")
+    """A pandas Styler for notebook display: every cell, index and column label escaped as HTML
+    (pandas escapes none of them by default), control sequences stripped, and a stable table ID
+    and text form, so two executions diff only where their values differ. ``formatter`` and
+    ``options`` go to :meth:`Styler.format` (one call, so escaping stays on)."""
+    from pandas.io.formats.style import Styler
+
+    class SafeStyler(Styler):
+        """Its text form (a notebook's ``text/plain``) is the table, not an object's address."""
+
+        def __repr__(self) -> str:
+            return repr(shown)
+
+    shown = safe_frame(frame)
+    escaped = shown.copy()
+    # Styler's format_index escapes labels but not the axes' names: escape those here.
+    for axis in ("index", "columns"):
+        labels = getattr(escaped, axis)
+        names = [html.escape(n) if isinstance(n, str) else n for n in labels.names]
+        setattr(escaped, axis, labels.set_names(names))
+    return (
+        SafeStyler(escaped)
+        .format(formatter, escape="html", **options)
+        .format_index(escape="html", axis=0)
+        .format_index(escape="html", axis=1)
+        .set_uuid("rageval")
+    )

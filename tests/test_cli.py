@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CASES, shared, write_tiny
+from conftest import CASES, DEMO, ROOT, shared, write_tiny
 from typer.testing import CliRunner
 
 from rageval.cli import app
@@ -82,22 +82,30 @@ def test_hash_write_records_a_deliberate_change(tiny):
 
 def test_metrics_prints_trec_eval_lines_and_json(tmp_path):
     qrels = tmp_path / "qrels"
-    qrels.write_text("1 0 a 1\n1 0 b 0\n2 0 c 2\n3 0 a 0\n")
+    qrels.write_text("1 0 a 1\n1 0 b 0\n2 0 c 2\n3 0 a 0\n")  # query 3: judged, nothing relevant
     run = tmp_path / "run"
-    run.write_text("1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n2 Q0 c 1 5.0 t\n3 Q0 a 1 1.0 t\n")
+    run.write_text("1 Q0 b 1 2.0 t\n1 Q0 a 2 1.0 t\n2 Q0 c 1 5.0 t\n3 Q0 a 1 1.0 t\n4 Q0 a 1 1.0 t\n")
     result = invoke("metrics", qrels, run, "-m", "RR", "-m", "Hit@1", "--per-query")
     assert result.exit_code == 0, result.output
     lines = [line.split("\t") for line in result.stdout.splitlines()]
+    # trec_eval's rule by default: query 3 scores 0 and counts; query 4 (no judgment) is skipped.
     assert [(m.strip(), q, v) for m, q, v in lines] == [
         ("RR", "1", "0.5000"),
         ("RR", "2", "1.0000"),
-        ("RR", "all", "0.7500"),
+        ("RR", "3", "0.0000"),
+        ("RR", "all", "0.5000"),
         ("Hit@1", "1", "0.0000"),
         ("Hit@1", "2", "1.0000"),
-        ("Hit@1", "all", "0.5000"),
+        ("Hit@1", "3", "0.0000"),
+        ("Hit@1", "all", "0.3333"),
     ]
+    assert "# 1 queries skipped (no judgment); num_q 3" in result.stderr
     payload = json.loads(invoke("metrics", qrels, run, "-m", "RR", "--format", "json").stdout)
-    assert payload["aggregates"] == {"RR": 0.75} and payload["skipped"] == ["3"] and payload["num_q"] == 2
+    assert payload["aggregates"] == {"RR": 0.5} and payload["skipped"] == ["4"] and payload["num_q"] == 3
+    assert payload["contract"]["options"]["no_relevant"] == "score"
+    # The metric contract's rule (what runs record), one flag away.
+    skip = json.loads(invoke("metrics", qrels, run, "-m", "RR", "--format", "json", "--no-relevant", "skip").stdout)
+    assert skip["aggregates"] == {"RR": 0.75} and skip["skipped"] == ["3", "4"] and skip["num_q"] == 2
 
 
 def test_metrics_keeps_the_first_of_a_duplicate_and_refuses_when_asked(tmp_path):
@@ -161,9 +169,10 @@ def test_cli_choices_are_the_contracts_and_the_schemas():
     from rageval.benchmark.schema import LEVELS
     from rageval.cli import common
     from rageval.config.schema import EvaluationConfig
-    from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, TIE_POLICIES
+    from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, NO_RELEVANT_POLICIES, TIE_POLICIES
 
     assert [m.value for m in common.TiePolicy] == list(TIE_POLICIES)
+    assert [m.value for m in common.NoRelevantPolicy] == list(NO_RELEVANT_POLICIES)
     assert [m.value for m in common.DuplicatePolicy] == list(DUPLICATE_POLICIES)
     assert [m.value for m in common.Gain] == list(GAINS)
     assert [m.value for m in common.Level] == list(LEVELS)
@@ -174,3 +183,200 @@ def test_cli_choices_are_the_contracts_and_the_schemas():
     result = CliRunner().invoke(app, ["metrics", "q", "r", "-m", "RR", "--ties", "bogus"], terminal_width=200)
     output = " ".join(re.sub("[│╭╮╰╯─]", " ", result.output).split())  # the error box wraps lines
     assert result.exit_code == 2 and "'bogus' is not one of 'docid-asc', 'docid-desc', 'input-order'" in output
+
+
+# --------------------------------------------------------------------------- failures: never a traceback
+
+
+def boom(*args, **kwargs):
+    raise RuntimeError("boom:\n  a second line")
+
+
+def test_an_unexpected_exception_is_one_line_without_a_traceback(tmp_path, monkeypatch):
+    import rageval.benchmark.trec as trec
+
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("1 0 a 1\n")
+    run.write_text("1 Q0 a 1 1.0 t\n")
+    monkeypatch.setattr(trec, "read_qrels", boom)
+    result = invoke("metrics", qrels, run, "-m", "RR")
+    assert result.exit_code == 70 and isinstance(result.exception, SystemExit)
+    assert result.stdout == "" and "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        "error: internal error (RuntimeError: boom: a second line), please report it; "
+        "rerun with `rageval --debug ...` for the traceback"
+    ]
+
+
+def test_debug_shows_the_traceback_of_an_unexpected_exception(tmp_path, monkeypatch):
+    import rageval.benchmark.trec as trec
+
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("1 0 a 1\n")
+    run.write_text("1 Q0 a 1 1.0 t\n")
+    monkeypatch.setattr(trec, "read_qrels", boom)
+    result = invoke("--debug", "metrics", qrels, run, "-m", "RR")
+    assert result.exit_code == 70
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and "in boom" in result.stderr
+    assert lines[-3:] == [
+        "RuntimeError: boom:",
+        "  a second line",
+        "error: internal error (RuntimeError: boom: a second line), please report it",
+    ]
+
+
+def test_a_rageval_error_escaping_a_command_is_printed_as_bad_input(tmp_path, monkeypatch):
+    from rageval.errors import BenchmarkError, Problem
+
+    def refuse(*args, **kwargs):
+        raise BenchmarkError(Problem(file="b/cases.jsonl", line=3, field="query", message="empty", fix="write one"))
+
+    monkeypatch.setattr("rageval.benchmark.loading.validate_benchmark", refuse)
+    result = invoke("benchmark", "validate", tmp_path)  # a command that does not catch it itself
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["error: b/cases.jsonl:3: query: empty (write one)"]
+
+
+def test_invalid_yaml_in_a_notebook_parameter_names_the_parameter_and_the_fix(store):
+    result = invoke("compare", "--baseline", "x", "-p", "top_n=[1", "-p", "day=2024-01-01", "--tracking-uri", store)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.splitlines() == [
+        "error: 2 problems found:",
+        "--parameter: top_n: '[1' is not a YAML value (expected ',' or ']', but got '<stream end>') "
+        "(quote text that holds YAML syntax, e.g. -p 'top_n=\"[1\"')",
+        "--parameter: day: '2024-01-01' reads as a YAML date, which a notebook parameter cannot hold "
+        "(quote it as text, e.g. -p 'day=\"2024-01-01\"', or give a number, list or mapping)",
+    ]
+
+
+def test_notebook_parameters_are_read_as_yaml_values():
+    from rageval.cli.common import parse_notebook_parameters
+
+    assert parse_notebook_parameters(["top_n=5", "note=a b", "measures=[AP, RR]", "x=null", 'q="[1"']) == {
+        "top_n": 5,
+        "note": "a b",
+        "measures": ["AP", "RR"],
+        "x": None,
+        "q": "[1",
+    }
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("hello: [\n", ":1: not a notebook: not JSON (Expecting value)"),
+        ('{"cells": 3, "nbformat": 4}', ": cells: not a notebook: no list of cells"),
+        ('{"cells": [], "nbformat": 3}', ": nbformat: not a notebook of format 4 or later"),
+        ('{"cells": [{"source": "x"}], "nbformat": 4}', ": cells[0]: not a notebook cell"),
+        (None, ": is a folder, not a notebook"),
+    ],
+)
+def test_a_notebook_option_that_is_no_notebook_is_bad_input(tmp_path, store, content, message):
+    path = tmp_path / "nb.ipynb"
+    path.mkdir() if content is None else path.write_text(content)
+    result = invoke("compare", "--baseline", "x", "--notebook", path, "--tracking-uri", store)
+    assert result.exit_code == 2 and "Traceback" not in result.output and "internal error" not in result.output
+    assert result.stderr.startswith(f"error: {path}{message}")
+    assert "(give a Jupyter notebook (.ipynb)" in result.stderr
+
+
+def test_a_folder_given_where_a_file_is_expected_is_bad_input_naming_it(tmp_path, tiny, store):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    text = tmp_path / "file.txt"
+    text.write_text("x\n")
+    rankings = tmp_path / "r.csv"
+    rankings.write_text("query_id,rank,chunk_id,parent_id\n")
+    trec_import = ["--out", tmp_path / "o", "--name", "n", "--version", "1"]
+    cases = {
+        "QRELS": ["metrics", folder, text, "-m", "RR"],
+        "RUN": ["metrics", text, folder, "-m", "RR"],
+        "--out": ["benchmark", "export-qrels", tiny, "--out", folder],
+        "--config": [
+            "benchmark",
+            "export-qrels",
+            tiny,
+            "--out",
+            tmp_path / "q",
+            "--level",
+            "passage",
+            "--config",
+            folder,
+        ],
+        "--topics": ["benchmark", "import", "trec", "--topics", folder, "--qrels", text, "--docs", text, *trec_import],
+        "FILE": ["sweep", folder, "--tracking-uri", store],
+        "--policy": ["gate", "--baseline", "a", "--candidate", "b", "--policy", folder, "--tracking-uri", store],
+        "--chunking": ["judge", "pool", "--out", tmp_path / "p", "--rankings", f"a={rankings}", "--chunking", folder],
+        "--to": ["migrate-labels", tiny, "--to", folder, "--from", folder],
+    }
+    for option, args in cases.items():
+        result = invoke(*args)
+        assert result.exit_code == 2, (option, result.output)
+        assert result.stderr.startswith(f"error: {folder}: {option}: is a folder"), (option, result.stderr)
+    # And the reverse: a file where a folder is expected.
+    for args in (
+        ["benchmark", "hash", text],
+        ["benchmark", "log-change", text, "added", "--case", "q", "--reason", "r"],
+    ):
+        result = invoke(*args)
+        assert result.exit_code == 2 and result.stderr.startswith(f"error: {text}: PATH: is a file, not a folder")
+    missing = invoke("benchmark", "export-qrels", tiny, "--out", tmp_path / "none" / "q")
+    assert missing.exit_code == 2 and f"folder {tmp_path / 'none'} does not exist" in missing.stderr
+
+
+def test_printed_tables_carry_no_terminal_control_sequences(tmp_path):
+    qrels, run = tmp_path / "qrels", tmp_path / "run"
+    qrels.write_text("q\x1b[2J 0 a 1\n")
+    run.write_text("q\x1b[2J Q0 a 1 1.0 t\nz\x1b]0;title\x07 Q0 a 1 1.0 t\n")
+    result = invoke("metrics", qrels, run, "-m", "RR", "-q")
+    assert result.exit_code == 0 and "\x1b" not in result.output and "\x07" not in result.output
+    assert [line.split("\t")[1] for line in result.stdout.splitlines()] == ["q", "all"]  # q's ID, its escape gone
+
+
+# --------------------------------------------------------------------------- exported files reproduce a run
+
+
+def test_exported_passage_qrels_reproduce_a_passage_level_runs_numbers(tmp_path):
+    from rageval.benchmark.trec import write_run
+    from rageval.config.load import load_config
+    from rageval.experiment.run import level_run, run_experiment
+
+    params = ROOT / "params" / "bm25.yaml"
+    config = load_config(params, [], split="dev")
+    result = run_experiment(config, cache=False)
+    assert result.level == "passage" and result.rankings["chunk_id"].nunique() > result.rankings["parent_id"].nunique()
+    run = write_run(
+        level_run(result.rankings, "passage"), tmp_path / "run.trec"
+    )  # what `export-run --level passage` writes
+    qrels = tmp_path / "qrels.passage"
+    exported = invoke(
+        "benchmark", "export-qrels", DEMO, "--split", "dev", "--level", "passage", "--config", params, "--out", qrels
+    )
+    assert exported.exit_code == 0, exported.output
+    assert exported.stderr == "" and exported.stdout.startswith(f"wrote {qrels}: ")
+    # The run's contract options: ties docid-asc, a query with nothing relevant skipped, absent queries 0 (-c).
+    measures = [arg for m in config.evaluation.measures for arg in ("-m", m)]
+    contract = ["--ties", "docid-asc", "--no-relevant", "skip", "-c", "--format", "json"]
+    payload = json.loads(invoke("metrics", qrels, run, *measures, *contract).stdout)
+    assert payload["aggregates"] == pytest.approx(result.evaluation.aggregates.to_dict(), abs=1e-12)
+    assert payload["num_q"] == result.evaluation.evaluated and payload["skipped"] == list(result.evaluation.skipped)
+
+    # Document-level qrels of a passage benchmark do not reproduce it, and say so.
+    documents = tmp_path / "qrels.document"
+    warned = invoke("benchmark", "export-qrels", DEMO, "--split", "dev", "--out", documents)
+    assert warned.exit_code == 0 and warned.stderr.startswith(
+        "warning: rageval-demo is judged per passage (relevanceUnit), these qrels are per document"
+    )
+    other = json.loads(invoke("metrics", documents, run, *measures, *contract).stdout)
+    assert other["aggregates"]["nDCG@10"] < 0.05  # chunk IDs never match document IDs
+    needs = invoke("benchmark", "export-qrels", DEMO, "--level", "passage", "--out", tmp_path / "q")
+    assert needs.exit_code == 2 and "--level passage needs the chunking the run used" in needs.output
+
+
+def test_a_rankings_file_that_cannot_be_read_is_bad_input(tmp_path, tiny):
+    broken = tmp_path / "r.parquet"
+    broken.write_text("not parquet")
+    result = invoke("judge", "pool", "--out", tmp_path / "p", "--rankings", f"a={broken}", "--benchmark", tiny)
+    assert result.exit_code == 2 and "internal error" not in result.output
+    assert result.stderr.startswith(f"error: {broken}: --rankings: cannot be read as parquet: ")

@@ -346,3 +346,14 @@ def test_compare_logs_a_sealed_run_with_the_executed_notebook_and_figures(pair):
     assert run.metrics["delta/three-candidates/R_at_20"] == pytest.approx(
         overall.loc[("three-candidates", "R@20"), "delta"]
     )
+
+
+@pytest.mark.parametrize("name", ["evaluate.ipynb", "compare.ipynb"])
+def test_notebooks_are_committed_without_outputs_and_display_through_safety(name):
+    notebook = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert sum("parameters" in cell.metadata.get("tags", []) for cell in code) == 1
+    assert all(cell.outputs == [] and cell.execution_count is None for cell in code)
+    source = "\n".join(cell.source for cell in code)
+    # Every table goes through rageval.safety.styled: pandas' own Styler escapes nothing by default.
+    assert ".style" not in source and "styled(" in source

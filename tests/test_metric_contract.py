@@ -19,11 +19,13 @@ from rageval.evaluation import (
     DUPLICATE_POLICIES,
     GAINS,
     MISSING_POLICIES,
+    NO_RELEVANT_POLICIES,
     RULES,
     TIE_POLICIES,
     DuplicatePolicy,
     Gain,
     MissingPolicy,
+    NoRelevantPolicy,
     TiePolicy,
     abstention,
     contract_differences,
@@ -37,7 +39,10 @@ from rageval.evaluation import (
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "metric-contract.md"
 # Every version's digest: changing a rule's text without a new version fails here.
-PINNED = {"rageval-metrics/2": "f20f6f767f136c6b0b63e27af1928945e53f90b7ab0b0289393760d8fcee1c30"}
+PINNED = {
+    "rageval-metrics/2": "f20f6f767f136c6b0b63e27af1928945e53f90b7ab0b0289393760d8fcee1c30",
+    "rageval-metrics/3": "ecedb7ff96e65d8f772ad457442ac6eed862efdff1e03c3f7c15bec7176ba42c",  # + no_relevant choices
+}
 
 
 def frame(rows, query="q"):
@@ -53,7 +58,7 @@ def value(run, qrels, measure, **options):
 
 
 def test_rules_cannot_change_without_a_new_version():
-    assert CONTRACT == "rageval-metrics/2"
+    assert CONTRACT == "rageval-metrics/3"
     assert PINNED[CONTRACT] == CONTRACT_DIGEST
 
 
@@ -63,6 +68,7 @@ def test_each_choice_list_is_written_once_as_a_literal():
         (TiePolicy, TIE_POLICIES, "ties"),
         (DuplicatePolicy, DUPLICATE_POLICIES, "duplicates"),
         (MissingPolicy, MISSING_POLICIES, "missing"),
+        (NoRelevantPolicy, NO_RELEVANT_POLICIES, "no_relevant"),
         (Gain, GAINS, "gain"),
     ]:
         assert get_args(literal) == choices == tuple(RULES[rule]["choices"]), rule
@@ -97,6 +103,7 @@ def test_an_evaluation_records_its_contract_and_options():
         "duplicates": "keep-first",
         "gain": "exp",
         "missing": "zero",
+        "no_relevant": "skip",
         "relevance": 1,
         "ties": "docid-asc",
     }
@@ -113,7 +120,7 @@ def test_comparisons_refuse_different_contracts_unless_told():
     assert caught.value.differences == ["option relevance: 1 != 2"]
     assert require_same_contract(a, b, allow_different=True) == ["option relevance: 1 != 2"]
     older = {**a, "version": "rageval-metrics/1"}
-    assert contract_differences(older, a) == ["contract version 'rageval-metrics/1' != 'rageval-metrics/2'"]
+    assert contract_differences(older, a) == ["contract version 'rageval-metrics/1' != 'rageval-metrics/3'"]
     edited = {**a, "rules": {**RULES, "ties": {"rule": "something else"}}}
     assert "rule texts differ" in contract_differences(a, edited)[0]
 
@@ -232,6 +239,27 @@ def test_query_without_relevant_item_at_the_threshold_is_skipped():
     assert strict.skipped == ("r",) and list(strict.per_query.index) == ["q"]
 
 
+def test_no_relevant_score_is_trec_evals_rule_judged_queries_count_unjudged_ones_never():
+    # q: only grade 0 (judged, nothing relevant); r: answerable; u: no judgment at all; s: judged, absent from the run.
+    run = pd.concat([frame([("a", 2.0), ("b", 1.0)]), frame([("a", 1.0)], query="r"), frame([("a", 1.0)], query="u")])
+    qrels = {"q": {"a": 0, "b": 0}, "r": {"a": 1}, "u": {}, "s": {"a": 0}}
+    measures = ["RR", "P@2", "R@2", "AP", "Rprec", "nDCG@2", "Judged@2"]
+    contract = evaluate(run, qrels, measures)
+    assert list(contract.per_query.index) == ["r"] and contract.skipped == ("q", "s", "u") and contract.missing == ()
+    scored = evaluate(run, qrels, measures, no_relevant="score")
+    assert list(scored.per_query.index) == ["q", "r", "s"] and scored.skipped == ("u",) and scored.missing == ("s",)
+    assert scored.per_query.loc["q"].to_dict() == {m: 0.0 for m in measures[:-1]} | {"Judged@2": 1.0}
+    assert scored.per_query.loc["s"].to_dict() == {m: 0.0 for m in measures}  # missing="zero": trec_eval -c
+    assert scored.aggregates["RR"] == 1 / 3 and contract.aggregates["RR"] == 1.0
+    assert scored.contract["options"]["no_relevant"] == "score"
+    # Absent and missing="skip" (trec_eval without -c): no value, listed as missing.
+    plain = evaluate(run, qrels, ["RR"], no_relevant="score", missing="skip")
+    assert list(plain.per_query.index) == ["q", "r"] and plain.missing == ("s",)
+    # nDCG's gains ignore the threshold under score too: a grade-1 item still gains at relevance=2.
+    graded = evaluate(frame([("a", 1.0)]), {"q": {"a": 1}}, ["nDCG@1", "P@1"], relevance=2, no_relevant="score")
+    assert graded.per_query.loc["q"].to_dict() == {"nDCG@1": 1.0, "P@1": 0.0}
+
+
 # --------------------------------------------------------------------------- threshold, gain, R-Prec, AP
 
 
@@ -282,6 +310,7 @@ def test_interleaved_queries_are_grouped():
         ({"ties": "random"}, "valid choices are docid-asc, docid-desc, input-order"),
         ({"duplicates": "last"}, "valid choices are keep-first, error"),
         ({"gain": "linear"}, "valid choices are grade, exp"),
+        ({"no_relevant": "zero"}, "valid choices are skip, score"),
         ({"relevance": 0}, "integer grade >= 1"),
         ({"depth": 0}, "positive integer"),
         ({"provider": "ranx"}, "valid choices are auto, ir_measures"),

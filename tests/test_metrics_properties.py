@@ -169,13 +169,35 @@ def test_repeated_ids_after_their_first_occurrence_change_nothing_but_the_count(
 
 
 @settings(max_examples=25, deadline=None)
-@given(rankings, qrels_strategy, options, st.sampled_from(["zero", "skip"]))
-def test_native_values_equal_ir_measures_pytrec_eval(run, qrels, chosen, missing):
-    native = evaluate(as_frame(run), qrels, MEASURES, missing=missing, **chosen)
-    reference = evaluate(as_frame(run), qrels, MEASURES, missing=missing, provider="ir_measures", **chosen)
+@given(rankings, qrels_strategy, options, st.sampled_from(["zero", "skip"]), st.sampled_from(["skip", "score"]))
+def test_native_values_equal_ir_measures_pytrec_eval(run, qrels, chosen, missing, no_relevant):
+    both = {"missing": missing, "no_relevant": no_relevant, **chosen}
+    native = evaluate(as_frame(run), qrels, MEASURES, **both)
+    reference = evaluate(as_frame(run), qrels, MEASURES, provider="ir_measures", **both)
     assert set(native.providers.values()) == {"rageval"}
     pd.testing.assert_frame_equal(native.per_query, reference.per_query, rtol=0, atol=1e-9)
     assert native.skipped == reference.skipped and native.missing == reference.missing
+
+
+@SETTINGS
+@given(rankings, qrels_strategy, options, st.sampled_from(["zero", "skip"]))
+def test_scoring_queries_without_relevant_items_only_adds_those_queries(run, qrels, chosen, missing):
+    skip = evaluate(as_frame(run), qrels, MEASURES, missing=missing, no_relevant="skip", **chosen)
+    score = evaluate(as_frame(run), qrels, MEASURES, missing=missing, no_relevant="score", **chosen)
+    added = score.per_query.index.difference(skip.per_query.index)
+    assert skip.per_query.index.isin(score.per_query.index).all()
+    kept = score.per_query.loc[skip.per_query.index]
+    pd.testing.assert_frame_equal(kept, skip.per_query, check_index_type=not skip.per_query.empty)
+    # What is added: judged queries with nothing at the threshold, in the run (or absent, scored 0 by missing=zero).
+    expected = {
+        q
+        for q, judged in qrels.items()
+        if max(judged.values()) < chosen["relevance"] and (q in run or missing == "zero")
+    }
+    assert set(added) == expected
+    binary = [m for m in MEASURES if not m.startswith(("nDCG", "Judged"))]
+    assert (score.per_query.loc[added, binary] == 0).all().all()
+    assert set(score.skipped) == set(skip.skipped) - set(qrels)  # left: queries the qrels do not name
 
 
 @pytest.mark.parametrize("policy", ["docid-asc", "docid-desc", "input-order"])

@@ -1,6 +1,10 @@
 """Why per-query scores changed: each run's ranking in the order its measures saw it, the recall
 curve over k, and the largest gains and losses explained by the relevant items' ranks and the chunks
-that entered, left or moved in the top of the ranking."""
+that entered, left or moved in the top of the ranking.
+
+The explanations quote the corpus and the cases (query text, IDs, snippets): their text is stripped
+of control sequences here; HTML is escaped where they are displayed (:func:`rageval.safety.styled`)
+and formulas neutralised where they are written as CSV (:func:`rageval.safety.csv_bytes`)."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from rageval.benchmark.chunking import parent_of
 from rageval.config.schema import RunConfig
 from rageval.evaluation import evaluate, order_ranking
 from rageval.experiment.run import level_run
+from rageval.safety import strip_control
 
 DIFF_COLUMNS = [
     "run",
@@ -72,7 +77,7 @@ def recall_curve(
 
 
 def _snippet(text: str, width: int = 140) -> str:
-    return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" …")
+    return textwrap.shorten(" ".join(strip_control(text).split()), width=width, placeholder=" …")
 
 
 def explain_query(
@@ -120,7 +125,7 @@ def explain_query(
     movers = [c for c in sorted(shown, key=change) if chunk_before.get(c) != chunk_after.get(c)][:moved]
     return {
         "query_id": query_id,
-        "query": judgments.queries.get(query_id, ""),
+        "query": strip_control(judgments.queries.get(query_id, "")),
         "relevant": relevant,
         "moved": [
             {
@@ -167,13 +172,17 @@ def diff_table(
                         "baseline": item.baseline,
                         "candidate": item.candidate,
                         "delta": item.delta,
-                        "relevant_ranks": "; ".join(
-                            f"{r['item']} (grade {r['grade']}): {_rank_text(r['before'])} → {_rank_text(r['after'])}"
-                            for r in why["relevant"]
+                        "relevant_ranks": strip_control(
+                            "; ".join(
+                                f"{r['item']} (grade {r['grade']}): {_rank_text(r['before'])} → {_rank_text(r['after'])}"
+                                for r in why["relevant"]
+                            )
                         ),
-                        "moved_chunks": "\n".join(
-                            f"{m['chunk_id']} (grade {m['grade']}): {_rank_text(m['before'])} → {_rank_text(m['after'])} “{m['snippet']}”"
-                            for m in why["moved"]
+                        "moved_chunks": strip_control(
+                            "\n".join(
+                                f"{m['chunk_id']} (grade {m['grade']}): {_rank_text(m['before'])} → {_rank_text(m['after'])} “{m['snippet']}”"
+                                for m in why["moved"]
+                            )
                         ),
                     }
                 )

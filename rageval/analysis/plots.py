@@ -10,6 +10,7 @@ import numpy as np
 
 from rageval.analysis.compare import Comparison
 from rageval.experiment.run import ExperimentResult
+from rageval.safety import strip_control
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -19,6 +20,13 @@ _COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
 
 def _color(i: int) -> str:
     return _COLORS[i % len(_COLORS)]
+
+
+def _label(text: object) -> str:
+    """Untrusted text (a slice label, a run name) as matplotlib shows it literally: no control
+    characters, no mathtext (``$`` escaped), and never hidden from a legend (a leading ``_``)."""
+    shown = strip_control(str(text)).replace("$", r"\$")
+    return f" {shown}" if shown.startswith("_") else shown
 
 
 def figure_query_deltas(comparison: Comparison, measure: str | None = None) -> Figure:
@@ -37,7 +45,7 @@ def figure_query_deltas(comparison: Comparison, measure: str | None = None) -> F
         ax.axhline(0, color="black", linewidth=0.8)
         wins, ties, losses = int((delta > 0).sum()), int((delta == 0).sum()), int((delta < 0).sum())
         ax.set(
-            title=f"{run} − {comparison.baseline}: {measure} per query (win/tie/loss {wins}/{ties}/{losses})",
+            title=f"{_label(run)} − {_label(comparison.baseline)}: {measure} per query (win/tie/loss {wins}/{ties}/{losses})",
             xlabel="queries, sorted by delta",
             ylabel=f"Δ {measure}",
             xlim=(-0.5, max(len(delta), 1) - 0.5),
@@ -62,9 +70,9 @@ def figure_slices(comparison: Comparison, measure: str | None = None) -> Figure:
             view[run].to_numpy(),
             height=height,
             color=_color(i),
-            label=run,
+            label=_label(run),
         )
-    ax.set_yticks(positions, [f"{s} (n={n})" for s, n in zip(view.index, view["queries"], strict=True)])
+    ax.set_yticks(positions, [f"{_label(s)} (n={n})" for s, n in zip(view.index, view["queries"], strict=True)])
     ax.set(xlabel=measure, xlim=(0, 1), title=f"{measure} by slice (n = queries evaluated)")
     ax.legend(loc="lower right", fontsize="small")
     return figure
@@ -77,7 +85,7 @@ def figure_recall(comparison: Comparison) -> Figure:
     figure = Figure(figsize=(8, 4.2), layout="constrained")
     ax = figure.subplots()
     for i, (run, part) in enumerate(comparison.recall.groupby("run", sort=False)):
-        ax.plot(part["k"], part["recall"], color=_color(i), label=run, linewidth=1.8)
+        ax.plot(part["k"], part["recall"], color=_color(i), label=_label(run), linewidth=1.8)
     ax.set_xscale("log")
     ax.set(xlabel="k (log scale)", ylabel="mean Recall@k", ylim=(0, 1.02), title="Recall@k over k")
     ax.grid(True, which="both", alpha=0.3)
@@ -108,7 +116,7 @@ def figure_latency(comparison: Comparison) -> Figure:
         )
         for box in boxes["boxes"]:
             box.set(facecolor=_color(i), alpha=0.75)
-        ax.plot([], [], color=_color(i), linewidth=6, label=run)
+        ax.plot([], [], color=_color(i), linewidth=6, label=_label(run))
     ax.set_xticks(np.arange(len(stages)), stages, rotation=20 if len(stages) > 4 else 0)
     ax.set_yscale("log")
     ax.set(ylabel="ms per query (log scale)", title="Latency per stage (boxes: quartiles, whiskers: 1.5 IQR)")
@@ -136,7 +144,9 @@ def figure_frontier(comparison: Comparison) -> Figure:
         ax.scatter(base[cost], base["quality"], s=120, facecolor="none", edgecolor="black", zorder=4, label="baseline")
         for row in frame.itertuples(index=False):
             name = str(row.run).rsplit("/", 1)[-1]  # a sweep member's own name is enough here
-            ax.annotate(name, (getattr(row, cost), row.quality), fontsize=7, xytext=(4, 3), textcoords="offset points")
+            ax.annotate(
+                _label(name), (getattr(row, cost), row.quality), fontsize=7, xytext=(4, 3), textcoords="offset points"
+            )
         ax.set(xlabel=label, ylabel=comparison.primary, title=f"{comparison.primary} vs {label}")
         ax.margins(x=0.25, y=0.15)
         ax.grid(True, alpha=0.3)
@@ -168,7 +178,9 @@ def overview(result: ExperimentResult, measure: str | None = None) -> Figure:
     left.hist(values, bins=20, range=(0, 1), color="#4c72b0")
     left.set(title=f"{measure} per query (n={len(values)})", xlabel=measure, ylabel="queries")
     slices = result.slices[measure].dropna().sort_values()
-    right.barh([f"{s} ({result.slices.loc[s, 'queries']})" for s in slices.index], slices.to_numpy(), color="#55a868")
+    shown = [f"{_label(s)} ({result.slices.loc[s, 'queries']})" for s in slices.index]
+    right.barh(np.arange(len(shown)), slices.to_numpy(), color="#55a868")
+    right.set_yticks(np.arange(len(shown)), shown)
     right.axvline(values.mean() if len(values) else 0, color="black", linestyle="--", linewidth=1, label="all queries")
     right.set(title=f"{measure} by slice (queries)", xlim=(0, 1), xlabel=measure)
     right.legend(loc="lower right")

@@ -11,9 +11,14 @@ import typer
 from rageval.cli.common import (
     ChangeAction,
     DateOption,
+    Level,
     benchmark_app,
+    echo,
     fail,
     import_app,
+    input_file,
+    input_folder,
+    output_file,
     parse_date,
     parse_grade_map,
     parse_pairs,
@@ -29,16 +34,16 @@ def benchmark_validate(path: Annotated[Path, typer.Argument(help="benchmark fold
     benchmark, problems = validate_benchmark(path)
     if benchmark is None:
         for problem in problems:
-            typer.echo(str(problem), err=True)
-        typer.echo(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {path}", err=True)
+            echo(str(problem), err=True)
+        echo(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {path}", err=True)
         raise typer.Exit(1)
     spec = benchmark.spec
-    typer.echo(f"{spec.name} {spec.version}: valid ({spec.relevanceUnit} relevance, corpus {spec.corpusVersion})")
-    typer.echo(f"documents: {len(benchmark.documents)}")
+    echo(f"{spec.name} {spec.version}: valid ({spec.relevanceUnit} relevance, corpus {spec.corpusVersion})")
+    echo(f"documents: {len(benchmark.documents)}")
     for split in spec.splits:
         cases = benchmark.cases_for(split)
         unanswerable = sum(not c.answerable for c in cases)
-        typer.echo(f"{split} cases: {len(cases)} ({unanswerable} unanswerable)")
+        echo(f"{split} cases: {len(cases)} ({unanswerable} unanswerable)")
 
 
 @benchmark_app.command("hash")
@@ -50,11 +55,12 @@ def benchmark_hash(
     from rageval.benchmark.loading import hash_files, write_hashes
 
     try:
+        input_folder(path, "PATH", "give the benchmark's folder")
         hashes = write_hashes(path) if write else hash_files(path)
     except RagevalError as error:
         fail(error)
     for name, digest in hashes.items():
-        typer.echo(f"{digest}  {name}")
+        echo(f"{digest}  {name}")
 
 
 @import_app.command("beir")
@@ -101,8 +107,10 @@ def import_trec(
     """Import TREC topics, qrels and a document collection."""
     from rageval.benchmark.importers import import_trec as run_import
 
-    _imported(
-        lambda: run_import(
+    def checked() -> Path:
+        for path, option in ((topics, "--topics"), (qrels, "--qrels"), (docs, "--docs")):
+            input_file(path, option, f"give the file {option} names, not its folder")
+        return run_import(
             topics=topics,
             qrels=qrels,
             documents=docs,
@@ -114,7 +122,8 @@ def import_trec(
             corpus_version=corpus_version,
             grade_map=parse_grade_map(grade_map),
         )
-    )
+
+    _imported(checked)
 
 
 def _imported(run_import: Callable[[], Path]) -> None:
@@ -125,9 +134,9 @@ def _imported(run_import: Callable[[], Path]) -> None:
         benchmark = load_benchmark(run_import())
     except RagevalError as error:
         fail(error)
-    typer.echo(f"wrote {benchmark.path}: {len(benchmark.documents)} documents")
+    echo(f"wrote {benchmark.path}: {len(benchmark.documents)} documents")
     for split in benchmark.spec.splits:
-        typer.echo(f"{split}: {len(benchmark.cases_for(split))} cases")
+        echo(f"{split}: {len(benchmark.cases_for(split))} cases")
 
 
 @benchmark_app.command("export-qrels")
@@ -135,16 +144,56 @@ def export_qrels(
     path: Annotated[Path, typer.Argument(help="benchmark folder")],
     out: Annotated[Path, typer.Option(help="TREC qrels file to write")],
     split: Annotated[str | None, typer.Option(help="one split [default: all]")] = None,
+    level: Annotated[
+        Level, typer.Option(help="document: document IDs; passage: chunk IDs under --config's chunking")
+    ] = Level["document"],
+    config: Annotated[
+        Path | None,
+        typer.Option(help="with --level passage: the run's params file (its chunking) or a chunking YAML"),
+    ] = None,
 ) -> None:
-    """Write a benchmark's document-level judgments as TREC qrels."""
+    """Write a benchmark's judgments as TREC qrels: per document, or per chunk as a passage-level run
+    is measured (`rageval export-run RUN --level passage` writes the matching run file)."""
     from rageval.benchmark.loading import load_benchmark
     from rageval.benchmark.trec import write_qrels
 
     try:
-        write_qrels(load_benchmark(path).qrels(split), out)
+        output_file(out, "--out")
+        benchmark = load_benchmark(path)
+        if level.value == "passage":
+            qrels = _passage_qrels(benchmark, config, split)
+        elif config is not None:
+            raise typer.BadParameter("a chunking is only used with --level passage", param_hint="--config")
+        else:
+            qrels = benchmark.qrels(split)
+        write_qrels(qrels, out)
     except RagevalError as error:
         fail(error)
-    typer.echo(f"wrote {out}")
+    unit = benchmark.spec.relevanceUnit
+    if level.value != unit:
+        echo(
+            f"warning: {benchmark.spec.name} is judged per {unit} (relevanceUnit), these qrels are per {level.value}: "
+            f"they reproduce {level.value}-level runs only"
+            + (" (runs evaluate per passage unless evaluation.level says otherwise)" if unit == "passage" else ""),
+            err=True,
+        )
+    judgments = sum(len(judged) for judged in qrels.values())
+    echo(f"wrote {out}: {judgments} {level.value} judgments of {sum(bool(j) for j in qrels.values())} queries")
+
+
+def _passage_qrels(benchmark, config: Path | None, split: str | None) -> dict[str, dict[str, int]]:
+    """Chunk qrels exactly as a passage-level run of ``split`` under ``config``'s chunking measures them."""
+    from rageval.benchmark.chunking import chunk_corpus
+    from rageval.benchmark.migration import chunk_qrels_for, load_chunking
+
+    if config is None:
+        raise typer.BadParameter(
+            "--level passage needs the chunking the run used: give its params file, e.g. --config params/bm25.yaml",
+            param_hint="--config",
+        )
+    chunking = load_chunking(input_file(config, "--config", "give the run's params file or a chunking YAML"))
+    chunks = chunk_corpus(benchmark.documents.values(), chunking)
+    return chunk_qrels_for(benchmark, chunks, chunking, split)
 
 
 @benchmark_app.command("new-version")
@@ -161,8 +210,8 @@ def benchmark_new_version(
         folder = new_version(path, version, out)
     except RagevalError as error:
         fail(error)
-    typer.echo(f"wrote {folder} (version {version}, predecessor {path})")
-    typer.echo(
+    echo(f"wrote {folder} (version {version}, predecessor {path})")
+    echo(
         "next: edit cases.jsonl; `rageval benchmark log-change` per change; `rageval benchmark hash --write`; validate"
     )
 
@@ -179,7 +228,8 @@ def benchmark_log_change(
     from rageval.benchmark.versions import log_change
 
     try:
+        input_folder(path, "PATH", "give the new version's benchmark folder")
         entry = log_change(path, action.value, case, reason, parse_date(date))
     except RagevalError as error:
         fail(error)
-    typer.echo(f"{entry.version} {entry.date}: {entry.action} {', '.join(entry.cases)} ({entry.reason})")
+    echo(f"{entry.version} {entry.date}: {entry.action} {', '.join(entry.cases)} ({entry.reason})")

@@ -1,27 +1,67 @@
-"""What every command group shares: the typer apps, the option types, and how a command fails."""
+"""What every command group shares: the typer apps, the option types, and how a command fails.
+
+A failure the user can cause is a :class:`~rageval.errors.RagevalError`: :func:`fail` prints it
+(every problem with its file, line and fix) and exits 2 for bad input, else 1. Anything else that
+escapes a command is a bug: the root group prints one line asking for a report and exits 70, with
+the traceback only under ``rageval --debug``. Everything printed passes through :func:`echo`, which
+strips terminal control sequences (IDs, queries and messages come from user files).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
+import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 from rageval.benchmark.schema import CHANGE_ACTIONS, LEVELS
-from rageval.errors import InputError, RagevalError
-from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, TIE_POLICIES
+from rageval.errors import InputError, ParameterError, Problem, RagevalError
+from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, NO_RELEVANT_POLICIES, TIE_POLICIES
+from rageval.safety import strip_control
 
 if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
 
+INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: not the user's input, a bug to report
+
+
+class RagevalGroup(TyperGroup):
+    """The root command group: a :class:`RagevalError` that escapes a command is printed as
+    :func:`fail` prints it, and any other exception as one line (its traceback under ``--debug``)."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # exits, usage errors: typer's own
+            raise
+        except RagevalError as error:
+            fail(error)
+        except Exception as error:
+            internal_error(error, debug=bool(ctx.params.get("debug")))
+
+
 app = typer.Typer(
+    cls=RagevalGroup,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
     help="Evaluate the retrieval stage of RAG systems: versioned benchmarks, papermill runs, sealed MLflow runs.",
 )
+
+
+@app.callback()
+def _global_options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="on an internal error, print its traceback (for a bug report)")
+    ] = False,
+) -> None:
+    """Options before the command, e.g. ``rageval --debug metrics ...`` (read by :class:`RagevalGroup`)."""
+
+
 benchmark_app = typer.Typer(no_args_is_help=True, help="Validate, hash, import and export benchmarks.")
 import_app = typer.Typer(no_args_is_help=True, help="Import a real collection as a rageval benchmark.")
 app.add_typer(benchmark_app, name="benchmark")
@@ -52,13 +92,62 @@ Level = choices("Level", LEVELS)
 TiePolicy = choices("TiePolicy", TIE_POLICIES)
 DuplicatePolicy = choices("DuplicatePolicy", DUPLICATE_POLICIES)
 Gain = choices("Gain", GAINS)
+NoRelevantPolicy = choices("NoRelevantPolicy", NO_RELEVANT_POLICIES)
 ChangeAction = choices("ChangeAction", CHANGE_ACTIONS)
+
+
+def echo(text: object = "", *, err: bool = False) -> None:
+    """Print ``text`` without terminal control sequences (tabs and newlines kept)."""
+    typer.echo(strip_control(str(text)), err=err)
 
 
 def fail(error: RagevalError) -> NoReturn:
     """Print the error (every problem with its file, line and fix) and exit: 2 for bad input, else 1."""
-    typer.echo(f"error: {error}", err=True)
+    echo(f"error: {error}", err=True)
     raise typer.Exit(2 if isinstance(error, InputError) else 1)
+
+
+def internal_error(error: Exception, *, debug: bool) -> NoReturn:
+    """One line for an exception rageval did not expect (a bug), the traceback before it with ``debug``."""
+    if debug:
+        echo("".join(traceback.format_exception(error)).rstrip(), err=True)
+    detail = " ".join(f"{type(error).__name__}: {error}".split())
+    if len(detail) > 300:
+        detail = detail[:299] + "…"
+    hint = "" if debug else "; rerun with `rageval --debug ...` for the traceback"
+    echo(f"error: internal error ({detail}), please report it{hint}", err=True)
+    raise typer.Exit(INTERNAL_ERROR)
+
+
+def input_file(path: Path, option: str, fix: str) -> Path:
+    """``path`` if it is an existing file; a folder or a missing path is an :class:`InputError`."""
+    if path.is_dir():
+        raise InputError(Problem(file=str(path), field=option, message="is a folder, not a file", fix=fix))
+    if not path.is_file():
+        raise InputError(Problem(file=str(path), field=option, message="file not found", fix=fix))
+    return path
+
+
+def input_folder(path: Path, option: str, fix: str) -> Path:
+    """``path`` if it is an existing folder; a file or a missing path is an :class:`InputError`."""
+    if path.is_file():
+        raise InputError(Problem(file=str(path), field=option, message="is a file, not a folder", fix=fix))
+    if not path.is_dir():
+        raise InputError(Problem(file=str(path), field=option, message="folder not found", fix=fix))
+    return path
+
+
+def output_file(path: Path, option: str) -> Path:
+    """``path`` if a file can be written there: not a folder, in a folder that exists."""
+    if path.is_dir():
+        raise InputError(
+            Problem(file=str(path), field=option, message="is a folder", fix=f"give a file path, e.g. {path / 'out'}")
+        )
+    if not path.parent.is_dir():
+        raise InputError(
+            Problem(file=str(path), field=option, message=f"folder {path.parent} does not exist", fix="create it first")
+        )
+    return path
 
 
 def open_tracker(tracking_uri: str | None) -> Tracker:
@@ -76,6 +165,60 @@ def parse_pairs(values: list[str], option: str) -> dict[str, str]:
             raise typer.BadParameter(f"expected KEY=VALUE, got {value!r}", param_hint=option)
         out[key] = item
     return out
+
+
+# What a notebook parameter may be: what papermill writes back as Python literals.
+_PARAMETER_TYPES = (str, int, float, bool, type(None))
+
+
+def parse_notebook_parameters(values: list[str], option: str = "--parameter") -> dict[str, Any]:
+    """``-p NAME=VALUE`` options → parameters, each VALUE read as YAML (``top_n=5`` is a number,
+    ``note=text`` a string, ``measures=[AP, RR]`` a list). Invalid YAML, or a value papermill cannot
+    pass (a date, say), is a :class:`ParameterError` naming the parameter and the fix."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    problems = []
+    for name, text in parse_pairs(values, option).items():
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            problems.append(
+                Problem(
+                    file=option,
+                    field=name,
+                    message=f"{text!r} is not a YAML value ({reason})",
+                    fix=f"quote text that holds YAML syntax, e.g. -p '{name}=\"{text}\"'",
+                )
+            )
+            continue
+        bad = _unsupported(value)
+        if bad is not None:
+            problems.append(
+                Problem(
+                    file=option,
+                    field=name,
+                    message=f"{text!r} reads as a YAML {bad}, which a notebook parameter cannot hold",
+                    fix=f"quote it as text, e.g. -p '{name}=\"{text}\"', or give a number, list or mapping",
+                )
+            )
+            continue
+        out[name] = value
+    if problems:
+        raise ParameterError(problems)
+    return out
+
+
+def _unsupported(value: Any) -> str | None:
+    """The type name of the first part of ``value`` that is no plain scalar, list or mapping, else None."""
+    if isinstance(value, _PARAMETER_TYPES):
+        return None
+    if isinstance(value, list):
+        return next((bad for item in value if (bad := _unsupported(item)) is not None), None)
+    if isinstance(value, dict):
+        return next((bad for key, item in value.items() if (bad := _unsupported(key) or _unsupported(item))), None)
+    return type(value).__name__
 
 
 def parse_grade_map(values: list[str]) -> dict[int, int]:

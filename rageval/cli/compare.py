@@ -13,9 +13,11 @@ from rageval.cli.common import (
     Timeout,
     TrackingUri,
     app,
+    echo,
     fail,
+    input_file,
     open_tracker,
-    parse_pairs,
+    parse_notebook_parameters,
 )
 from rageval.errors import RagevalError
 
@@ -39,30 +41,30 @@ def sweep(
 
     try:
         outcome = run_sweep(
-            file,
+            input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
             workers=workers,
             release=release,
             tracker=open_tracker(tracking_uri),
             experiment=experiment,
             notebook=notebook,
             timeout=timeout,
-            on_parent=lambda run_id: typer.echo(f"sweep parent run {run_id}", err=True),
+            on_parent=lambda run_id: echo(f"sweep parent run {run_id}", err=True),
         )
     except RagevalError as error:
         fail(error)
     key, text = outcome.primary
     width = max(len(m.name) for m in outcome.members)
-    typer.echo(f"{'member':<{width}}  {'status':<11}  {'run':<32}  {'seconds':>7}  {text}")
+    echo(f"{'member':<{width}}  {'status':<11}  {'run':<32}  {'seconds':>7}  {text}")
     for m in outcome.members:
         value = f"{m.metrics[key]:.4f}" if key in m.metrics else ""
         seconds = f"{m.seconds:7.1f}" if m.seconds is not None else " " * 7
-        typer.echo(f"{m.name:<{width}}  {m.status:<11}  {m.run_id or '-':<32}  {seconds}  {value}")
-    typer.echo(f"parent run {outcome.parent_run_id} ({outcome.experiment}), {outcome.wall_s:.1f}s wall")
+        echo(f"{m.name:<{width}}  {m.status:<11}  {m.run_id or '-':<32}  {seconds}  {value}")
+    echo(f"parent run {outcome.parent_run_id} ({outcome.experiment}), {outcome.wall_s:.1f}s wall")
     if outcome.failed:
         for m in outcome.failed:
-            typer.echo(f"error: {m.name}: {m.status}" + (f": {m.error}" if m.error else ""), err=True)
+            echo(f"error: {m.name}: {m.status}" + (f": {m.error}" if m.error else ""), err=True)
         raise typer.Exit(130 if outcome.interrupted else 1)
-    typer.echo(f"compare: rageval compare --baseline {outcome.members[0].run_id} --sweep {outcome.parent_run_id}")
+    echo(f"compare: rageval compare --baseline {outcome.members[0].run_id} --sweep {outcome.parent_run_id}")
 
 
 @app.command("compare")
@@ -87,8 +89,6 @@ def compare(
     timeout: Timeout = None,
 ) -> None:
     """Compare sealed runs through the comparison notebook; record a sealed comparison run."""
-    import yaml
-
     from rageval.analysis import significance_display
     from rageval.workflows.compare import execute_comparison
 
@@ -103,19 +103,19 @@ def compare(
             notebook=notebook,
             timeout=timeout,
             max_release_evaluations=max_release_evaluations,
-            notebook_parameters={k: yaml.safe_load(v) for k, v in parse_pairs(parameter, "-p").items()},
+            notebook_parameters=parse_notebook_parameters(parameter),
         )
     except RagevalError as error:
         fail(error)
     for difference in outcome.differences:
-        typer.echo(f"warning: compared despite a mismatch (--allow-mismatch, recorded): {difference}", err=True)
+        echo(f"warning: compared despite a mismatch (--allow-mismatch, recorded): {difference}", err=True)
     for warning in outcome.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    typer.echo(
+        echo(f"warning: {warning}", err=True)
+    echo(
         f"comparison run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)"
     )
-    typer.echo(significance_display(outcome.overall).to_string())
-    typer.echo(f"browse: rageval ui  (the executed notebook and figures are artifacts of run {outcome.run_id})")
+    echo(significance_display(outcome.overall).to_string())
+    echo(f"browse: rageval ui  (the executed notebook and figures are artifacts of run {outcome.run_id})")
 
 
 @app.command("gate")
@@ -131,22 +131,23 @@ def gate(
     from rageval.workflows.gate import execute_gate
 
     try:
+        policy = input_file(policy, "--policy", "give a gate policy file, e.g. params/gates/release.yaml")
         outcome = execute_gate(baseline, candidate, policy, tracker=open_tracker(tracking_uri), experiment=experiment)
     except RagevalError as error:
         fail(error)
     decision = outcome.decision
     for rule in decision.rules:
-        typer.echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+        echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
     if not decision.largest_losses.empty:
         listed = ", ".join(
             f"{q} ({d:+.3f})"
             for q, d in zip(decision.largest_losses["query_id"], decision.largest_losses["delta"], strict=True)
         )
-        typer.echo(f"largest losses on {decision.largest_losses['measure'].iloc[0]}: {listed}")
+        echo(f"largest losses on {decision.largest_losses['measure'].iloc[0]}: {listed}")
     for warning in decision.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    typer.echo(f"decision run {outcome.run_id} sealed: {decision.verdict.upper()}")
-    typer.echo(f"rollback: baseline run {baseline} stays named in the decision (baseline_config.yaml)")
+        echo(f"warning: {warning}", err=True)
+    echo(f"decision run {outcome.run_id} sealed: {decision.verdict.upper()}")
+    echo(f"rollback: baseline run {baseline} stays named in the decision (baseline_config.yaml)")
     raise typer.Exit(0 if decision.passed else 1)
 
 
@@ -165,16 +166,14 @@ def demo(
     except RagevalError as error:
         fail(error)
     swept = outcome.sweep
-    typer.echo(f"sweep {swept.parent_run_id} (dev): " + ", ".join(f"{m.name} {m.run_id}" for m in swept.members))
-    typer.echo(f"comparison {outcome.comparison.run_id}:")
-    typer.echo(significance_display(outcome.comparison.overall).to_string())
-    typer.echo(f"chosen for release: {outcome.chosen} (best {swept.primary[1]} on dev)")
-    typer.echo(
-        f"release runs: baseline {outcome.release_baseline.run_id}, candidate {outcome.release_candidate.run_id}"
-    )
+    echo(f"sweep {swept.parent_run_id} (dev): " + ", ".join(f"{m.name} {m.run_id}" for m in swept.members))
+    echo(f"comparison {outcome.comparison.run_id}:")
+    echo(significance_display(outcome.comparison.overall).to_string())
+    echo(f"chosen for release: {outcome.chosen} (best {swept.primary[1]} on dev)")
+    echo(f"release runs: baseline {outcome.release_baseline.run_id}, candidate {outcome.release_candidate.run_id}")
     decision = outcome.gate.decision
     for rule in decision.rules:
-        typer.echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
-    typer.echo(f"gate {outcome.gate.run_id}: {decision.verdict.upper()}")
-    typer.echo(f"browse: rageval ui  (store: {tracker.uri})")
+        echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+    echo(f"gate {outcome.gate.run_id}: {decision.verdict.upper()}")
+    echo(f"browse: rageval ui  (store: {tracker.uri})")
     raise typer.Exit(0 if decision.passed else 1)

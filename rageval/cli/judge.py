@@ -13,9 +13,12 @@ from rageval.cli.common import (
     DateOption,
     TrackingUri,
     app,
+    echo,
     fail,
+    input_file,
     judge_app,
     open_tracker,
+    output_file,
     parse_date,
 )
 from rageval.errors import Problem, RagevalError
@@ -60,7 +63,9 @@ def judge_pool(
             if not sep or not name or not file:
                 raise typer.BadParameter(f"expected NAME=FILE, got {spec!r}", param_hint="--rankings")
             frames[name] = _read_rankings(Path(file))
-        configs += [load_chunking(path) for path in chunking]
+        configs += [
+            load_chunking(input_file(path, "--chunking", "give a params file or a chunking YAML")) for path in chunking
+        ]
         if not frames:
             raise typer.BadParameter("give --runs or --rankings", param_hint="--runs")
         bench_path = benchmark or run_benchmark
@@ -78,11 +83,11 @@ def judge_pool(
     except RagevalError as error:
         fail(error)
     items = result.manifest.items
-    typer.echo(
+    echo(
         f"pooled {len(items)} unjudged items of {len({i.queryId for i in items})} cases from {len(frames)} runs at depth {depth}"
     )
-    typer.echo(f"sheet (blind, seed {seed}): {paths['csv']}  {paths['jsonl']}")
-    typer.echo(f"provenance (not for assessors): {paths['pool']}")
+    echo(f"sheet (blind, seed {seed}): {paths['csv']}  {paths['jsonl']}")
+    echo(f"provenance (not for assessors): {paths['pool']}")
 
 
 def _read_rankings(path: Path):
@@ -92,11 +97,22 @@ def _read_rankings(path: Path):
 
     if not path.is_file():
         raise BenchmarkError(Problem(file=str(path), message="file not found", fix="check the --rankings path"))
-    return (
-        pd.read_parquet(path)
-        if path.suffix == ".parquet"
-        else pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
-    )
+    try:
+        return (
+            pd.read_parquet(path)
+            if path.suffix == ".parquet"
+            else pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
+        )
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid, pandas' ParserError, bad UTF-8 are ValueErrors
+        kind = "parquet" if path.suffix == ".parquet" else "TSV" if path.suffix == ".tsv" else "CSV"
+        raise BenchmarkError(
+            Problem(
+                file=str(path),
+                field="--rankings",
+                message=f"cannot be read as {kind}: {' '.join(str(exc).split())[:200]}",
+                fix="give a rankings file (.parquet, .csv or .tsv) with query_id, rank, chunk_id, parent_id",
+            )
+        ) from None
 
 
 def _check_runs_match(cases: dict[str, str | None], bench, split: str, run_split: str | None) -> None:
@@ -130,14 +146,17 @@ def judge_import(
     from rageval.judging import LABELS_FILE, import_sheets, read_pool, write_labels
 
     try:
+        for sheet in sheets:
+            input_file(sheet, "SHEETS", "give each assessor's filled sheet (.csv or .jsonl)")
         labels = import_sheets(read_pool(pool_dir), sheets)
+        target = output_file(out or pool_dir / LABELS_FILE, "--out")
     except RagevalError as error:
         fail(error)
-    path = write_labels(labels, out or pool_dir / LABELS_FILE)
+    path = write_labels(labels, target)
     per = labels.groupby("assessor")["item_id"].nunique()
-    typer.echo(f"wrote {path}: {len(labels)} labels on {labels['item_id'].nunique()} items")
+    echo(f"wrote {path}: {len(labels)} labels on {labels['item_id'].nunique()} items")
     for assessor, count in per.items():
-        typer.echo(f"  {assessor}: {count} items")
+        echo(f"  {assessor}: {count} items")
 
 
 @judge_app.command("agreement")
@@ -155,18 +174,22 @@ def judge_agreement(
 
     try:
         manifest = read_pool(pool_dir)
-        frame = read_labels(labels or pool_dir / LABELS_FILE)
+        frame = read_labels(
+            input_file(labels or pool_dir / LABELS_FILE, "--labels", "run `rageval judge import` first")
+        )
+        if json_out is not None:
+            output_file(json_out, "--json")
     except RagevalError as error:
         fail(error)
     report = agreement(frame, {i.itemId: i.slice for i in manifest.items}, list(manifest.rubric))
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200):
-        typer.echo("Agreement (fleiss_items: labelled by every assessor; alpha: ordinal, items labelled twice or more)")
-        typer.echo(report.summary.round(3).to_string())
-        typer.echo("\nCohen's kappa per pair")
-        typer.echo(report.pairs.round(3).to_string(index=False))
-        typer.echo(f"\nDisagreements: {len(report.disagreements)}")
+        echo("Agreement (fleiss_items: labelled by every assessor; alpha: ordinal, items labelled twice or more)")
+        echo(report.summary.round(3).to_string())
+        echo("\nCohen's kappa per pair")
+        echo(report.pairs.round(3).to_string(index=False))
+        echo(f"\nDisagreements: {len(report.disagreements)}")
         if len(report.disagreements):
-            typer.echo(report.disagreements.to_string())
+            echo(report.disagreements.to_string())
     if json_out:
         payload = {
             "summary": json.loads(report.summary.reset_index().to_json(orient="records")),
@@ -174,7 +197,7 @@ def judge_agreement(
             "disagreements": json.loads(report.disagreements.reset_index().to_json(orient="records")),
         }
         json_out.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-        typer.echo(f"wrote {json_out}")
+        echo(f"wrote {json_out}")
 
 
 @judge_app.command("adjudicate")
@@ -197,8 +220,8 @@ def judge_adjudicate(
         folder = adjudicate(
             bench,
             manifest,
-            read_labels(labels or pool_dir / LABELS_FILE),
-            read_adjudication(file, manifest),
+            read_labels(input_file(labels or pool_dir / LABELS_FILE, "--labels", "run `rageval judge import` first")),
+            read_adjudication(input_file(file, "--file", "give the adjudication file (.csv or .jsonl)"), manifest),
             version=version,
             out=out,
             date=parse_date(date),
@@ -207,10 +230,10 @@ def judge_adjudicate(
         new = load_benchmark(folder)
     except RagevalError as error:
         fail(error)
-    typer.echo(f"wrote {new.spec.name} {new.spec.version} at {folder} (predecessor {bench.spec.version})")
+    echo(f"wrote {new.spec.name} {new.spec.version} at {folder} (predecessor {bench.spec.version})")
     for entry in new.spec.changelog:
         if entry.version == new.spec.version:
-            typer.echo(f"  {entry.action}: {len(entry.cases)} cases ({entry.reason})")
+            echo(f"  {entry.action}: {len(entry.cases)} cases ({entry.reason})")
 
 
 @app.command("migrate-labels")
@@ -231,25 +254,26 @@ def migrate_labels(
 
     try:
         bench = load_benchmark(benchmark)
-        target = load_chunking(to)
+        target = load_chunking(input_file(to, "--to", "give a params file or a chunking YAML"))
         if review:
             summary = review_labels(bench, target, reviewer=reviewer)
         else:
             if from_ is None:
                 raise typer.BadParameter("give --from (or --review)", param_hint="--from")
-            path, proposals = propose(bench, load_chunking(from_), target, force=force)
+            source = load_chunking(input_file(from_, "--from", "give a params file or a chunking YAML"))
+            path, proposals = propose(bench, source, target, force=force)
     except RagevalError as error:
         fail(error)
     if review:
-        typer.echo(
+        echo(
             f"{summary.path}: {summary.reviewed} reviewed ({summary.accepted} accepted, {summary.rejected} rejected), {summary.proposed} still proposed"
         )
         return
     low = sum(p.overlap < 0.5 for p in proposals)
     kept = sum(p.status == "reviewed" for p in proposals)
-    typer.echo(
+    echo(
         f"wrote {path}: {len(proposals)} proposed chunk labels for {len({p.queryId for p in proposals})} cases ({low} with overlap < 0.5)"
     )
     if kept:
-        typer.echo(f"{kept} rows keep their review (chunk and judgments unchanged)")
-    typer.echo('review: set "decision": "accept" or "reject" per row (grade may be changed), then run with --review')
+        echo(f"{kept} rows keep their review (chunk and judgments unchanged)")
+    echo('review: set "decision": "accept" or "reject" per row (grade may be changed), then run with --review')

@@ -1,4 +1,10 @@
-"""``rageval metrics``: trec_eval-style evaluation of a qrels file and a run file."""
+"""``rageval metrics``: trec_eval-style evaluation of a qrels file and a run file.
+
+Its defaults are trec_eval's, because it claims trec_eval's values: equal scores ordered by
+document ID descending, and a judged query with nothing relevant scored (0 on the binary
+measures) and averaged in. ``--ties docid-asc --no-relevant skip -c`` gives what a sealed run
+records under the metric contract's defaults.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,12 @@ import typer
 from rageval.cli.common import (
     DuplicatePolicy,
     Gain,
+    NoRelevantPolicy,
     TiePolicy,
     app,
+    echo,
     fail,
+    input_file,
 )
 from rageval.errors import RagevalError
 
@@ -36,12 +45,24 @@ def metrics(
     complete: Annotated[
         bool, typer.Option("-c", "--complete", help="score judged queries absent from the run as 0 (trec_eval -c)")
     ] = False,
+    no_relevant: Annotated[
+        NoRelevantPolicy,
+        typer.Option(
+            "--no-relevant",
+            help="a judged query with nothing relevant: score it and average it in (trec_eval's), "
+            "or skip it (the metric contract's default, as runs do)",
+        ),
+    ] = NoRelevantPolicy["score"],
 ) -> None:
     """Evaluate a TREC run against TREC qrels; prints 'measure<TAB>query<TAB>value' lines."""
     from rageval.benchmark.trec import read_qrels, read_run
     from rageval.evaluation import evaluate
 
+    if output not in ("trec", "json"):
+        raise typer.BadParameter("choose trec or json", param_hint="--format")
     try:
+        input_file(qrels, "QRELS", "give a TREC qrels file: 'query 0 document grade' lines")
+        input_file(run, "RUN", "give a TREC run file: 'query Q0 document rank score tag' lines")
         evaluation = evaluate(
             read_run(run),
             read_qrels(qrels),
@@ -49,6 +70,7 @@ def metrics(
             ties=ties.value,
             duplicates=duplicates.value,
             missing="zero" if complete else "skip",
+            no_relevant=no_relevant.value,
             relevance=relevance,
             gain=gain.value,
         )
@@ -66,15 +88,17 @@ def metrics(
             "duplicates_dropped": evaluation.duplicates,
             "contract": evaluation.contract,
         }
+        # JSON escapes control characters itself; the query IDs stay as the files hold them.
         typer.echo(json.dumps(payload, indent=2))
         return
-    if output != "trec":
-        raise typer.BadParameter("choose trec or json", param_hint="--format")
     width = max(len(m.text) for m in evaluation.measures) + 2
     for m in evaluation.measures:
         if per_query:
             for qid, value in evaluation.per_query[m.text].items():
-                typer.echo(f"{m.text:<{width}}\t{qid}\t{value:.4f}")
-        typer.echo(f"{m.text:<{width}}\tall\t{evaluation.aggregates[m.text]:.4f}")
+                echo(f"{m.text:<{width}}\t{qid}\t{value:.4f}")
+        echo(f"{m.text:<{width}}\tall\t{evaluation.aggregates[m.text]:.4f}")
+    if not evaluation.evaluated:
+        echo("# no query evaluated: the run and the qrels share no judged query", err=True)
     if evaluation.skipped:
-        typer.echo(f"# {len(evaluation.skipped)} queries without a relevant item skipped", err=True)
+        reason = "no judgment" if no_relevant.value == "score" else "no judgment or no relevant item"
+        echo(f"# {len(evaluation.skipped)} queries skipped ({reason}); num_q {evaluation.evaluated}", err=True)

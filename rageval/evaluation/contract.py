@@ -19,18 +19,20 @@ from typing import Any, Literal, get_args
 
 from rageval.errors import ComparisonError, EvaluationError
 
-CONTRACT = "rageval-metrics/2"
+CONTRACT = "rageval-metrics/3"
 
 # Each choice list is written once, as the Literal that pydantic models and signatures use; the tuple
 # (messages, CLI choices) and the rule's choices in RULES (the docs, the digest) are read from it.
 TiePolicy = Literal["docid-asc", "docid-desc", "input-order"]
 DuplicatePolicy = Literal["keep-first", "error"]
 MissingPolicy = Literal["zero", "skip"]
+NoRelevantPolicy = Literal["skip", "score"]
 Gain = Literal["grade", "exp"]
 
 TIE_POLICIES: tuple[TiePolicy, ...] = get_args(TiePolicy)
 DUPLICATE_POLICIES: tuple[DuplicatePolicy, ...] = get_args(DuplicatePolicy)
 MISSING_POLICIES: tuple[MissingPolicy, ...] = get_args(MissingPolicy)
+NO_RELEVANT_POLICIES: tuple[NoRelevantPolicy, ...] = get_args(NoRelevantPolicy)
 GAINS: tuple[Gain, ...] = get_args(Gain)
 
 
@@ -110,11 +112,24 @@ RULES: dict[str, dict[str, Any]] = {
         "items in the first k are reported per query, so a system that finds unjudged evidence is visible.",
     },
     "no_relevant": {
-        "rule": "A query with no item at or above the relevance threshold gets no value for any ranking measure: "
-        "it is excluded from means and listed as skipped (ir-measures would score it 0 and average it in).",
+        "rule": "A query the qrels judge (at least one judgment) but with no item at or above the relevance "
+        "threshold. A query without any judgment (an unanswerable case, or one the qrels do not name) gets no value "
+        "under either choice and is listed as skipped.",
+        "choices": _choices(
+            NO_RELEVANT_POLICIES,
+            {
+                "skip": "it gets no value for any ranking measure: excluded from means and listed as skipped "
+                "(ir-measures would score it 0 and average it in)",
+                "score": "it is scored like any judged query (0 on the binary measures; nDCG from its positive grades, "
+                "0 where it has none) and counts in the means; absent from the run, it follows the missing rule: "
+                "trec_eval's rule",
+            },
+        ),
+        "default": "skip",
     },
     "missing": {
-        "rule": "An answerable query that is absent from the run.",
+        "rule": "A query that would be scored (answerable; under no_relevant=score, any judged query) but is absent "
+        "from the run.",
         "choices": _choices(
             MISSING_POLICIES,
             {
@@ -161,7 +176,7 @@ CONTRACT_DIGEST = _digest(RULES)
 
 def contract_record(**options: Any) -> dict[str, Any]:
     """What a run records: the version, the digest and full text of every rule, and its options
-    (``ties``, ``duplicates``, ``missing``, ``relevance``, ``gain``, ``depth`` …)."""
+    (``ties``, ``duplicates``, ``missing``, ``no_relevant``, ``relevance``, ``gain``, ``depth`` …)."""
     return {
         "version": CONTRACT,
         "digest": CONTRACT_DIGEST,

@@ -35,9 +35,11 @@ from rageval.evaluation.contract import (
     DEFAULT_DEPTH,
     GAINS,
     MISSING_POLICIES,
+    NO_RELEVANT_POLICIES,
     DuplicatePolicy,
     Gain,
     MissingPolicy,
+    NoRelevantPolicy,
     TiePolicy,
     check_choice,
     contract_record,
@@ -112,6 +114,7 @@ def evaluate(
     ties: TiePolicy = "docid-asc",
     duplicates: DuplicatePolicy = "keep-first",
     missing: MissingPolicy = "zero",
+    no_relevant: NoRelevantPolicy = "skip",
     relevance: int = 1,
     gain: Gain = "grade",
     depth: int = DEFAULT_DEPTH,
@@ -119,20 +122,24 @@ def evaluate(
 ) -> Evaluation:
     """Evaluate a run (``query_id, doc_id, score`` and optionally ``rank``) against graded qrels.
 
-    ``provider="auto"`` computes the measures it can natively and the rest with ir-measures;
-    ``"ir_measures"`` sends every measure there (same values; for cross-checks). Always returns an
-    :class:`Evaluation`; never writes anything.
+    ``no_relevant="skip"`` (the contract's default) gives a judged query with nothing relevant no
+    value; ``"score"`` scores it and averages it in, as trec_eval does. ``provider="auto"``
+    computes the measures it can natively and the rest with ir-measures; ``"ir_measures"`` sends
+    every measure there (same values; for cross-checks). Always returns an :class:`Evaluation`;
+    never writes anything.
     """
     parsed = tuple(m if isinstance(m, Measure) else parse_measure(m) for m in measures)
-    _check_options(missing, relevance, gain, depth, provider)
+    _check_options(missing, no_relevant, relevance, gain, depth, provider)
     ranked = rank_run(run, ties, duplicates)
     judgments = locate_judgments(qrels, ranked)
 
-    answerable = set(judgments.query[judgments.grade >= relevance].tolist())
+    # The queries that get values: answerable ones, or (trec_eval's rule) every query with a judgment.
+    judged = judgments.query if no_relevant == "score" else judgments.query[judgments.grade >= relevance]
+    scored = set(judged.tolist())
     in_run = set(ranked.queries.tolist())
-    skipped = sorted((set(judgments.queries) | in_run) - answerable)
-    absent = sorted(answerable - in_run)
-    codes = np.flatnonzero(pd.Index(ranked.queries, dtype=object).isin(answerable))
+    skipped = sorted((set(judgments.queries) | in_run) - scored)
+    absent = sorted(scored - in_run)
+    codes = np.flatnonzero(pd.Index(ranked.queries, dtype=object).isin(scored))
     evaluated = ranked.queries[codes]
 
     ctx = Context(ranked, judgments, relevance, gain)
@@ -159,15 +166,17 @@ def evaluate(
         zero = pd.DataFrame(0.0, index=pd.Index(absent, dtype=object), columns=diagnostics.columns)
         zero[_tie_column(depth)] = np.nan
         diagnostics = pd.concat([diagnostics, zero])
+    # One index type whatever was concatenated (pandas may infer a string dtype when joining indexes).
     per_query = per_query.astype(float).sort_index()
-    per_query.index.name = "query_id"
+    per_query.index = pd.Index(per_query.index, dtype=object, name="query_id")
     diagnostics = diagnostics.astype(float).sort_index()
-    diagnostics.index.name = "query_id"
+    diagnostics.index = pd.Index(diagnostics.index, dtype=object, name="query_id")
 
     options = {
         "ties": ties,
         "duplicates": duplicates,
         "missing": missing,
+        "no_relevant": no_relevant,
         "relevance": relevance,
         "gain": gain,
         "depth": depth,
@@ -190,9 +199,10 @@ def evaluate(
     )
 
 
-def _check_options(missing: str, relevance: int, gain: str, depth: int, provider: str) -> None:
+def _check_options(missing: str, no_relevant: str, relevance: int, gain: str, depth: int, provider: str) -> None:
     """The options :func:`evaluate` checks itself (the tie and duplicate policies: ordering checks those)."""
     check_choice("missing-query policy", missing, MISSING_POLICIES)
+    check_choice("no-relevant-query policy", no_relevant, NO_RELEVANT_POLICIES)
     check_choice("gain", gain, GAINS)
     check_choice("provider", provider, PROVIDERS)
     if isinstance(relevance, bool) or not isinstance(relevance, int | np.integer) or relevance < 1:

@@ -24,6 +24,7 @@ from rageval.experiment.stages import (
     CONTEXT_STAGE,
     RANKING_COLUMNS,
     covered_characters,
+    describe_loss,
     evidence_trail,
     merged_spans,
     overlap_ratio,
@@ -92,10 +93,12 @@ class ExperimentResult:
         ]
 
     def losses(self) -> pd.DataFrame:
-        """Relevant items that some retriever found and a later stage dropped."""
+        """Relevant items that some retriever found and a later stage dropped, each with its
+        ``trail`` as a person reads it (``found by dense, dropped by fusion``)."""
         if self.evidence is None:
             return pd.DataFrame()
-        return self.evidence[self.evidence["status"] == "dropped"].reset_index(drop=True)
+        dropped = self.evidence[self.evidence["status"] == "dropped"].reset_index(drop=True)
+        return dropped.assign(trail=[describe_loss(row) for _, row in dropped.iterrows()])
 
     def counts(self) -> dict[str, int]:
         out = {

@@ -21,14 +21,49 @@ if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
 
 
-def notebook_parameters(path: str | Path) -> dict[str, Any]:
-    """The parameters a notebook declares in its `parameters` cell, with their defaults."""
+_NOTEBOOK_FIX = "give a Jupyter notebook (.ipynb), e.g. notebooks/evaluate.ipynb or notebooks/compare.ipynb"
+
+
+def read_notebook(path: str | Path) -> Any:
+    """The notebook at ``path`` (nbformat 4). A folder, a missing file, or a file that is not a
+    Jupyter notebook is a :class:`ParameterError` naming the file and, for JSON, the line."""
+    import json
+
     import nbformat
 
     path = Path(path)
+
+    def refuse(message: str, line: int | None = None, field: str | None = None) -> ParameterError:
+        return ParameterError(Problem(file=str(path), line=line, field=field, message=message, fix=_NOTEBOOK_FIX))
+
+    if path.is_dir():
+        raise refuse("is a folder, not a notebook")
     if not path.is_file():
         raise ParameterError(Problem(file=str(path), message="notebook not found", fix="check the path"))
-    notebook = nbformat.read(path, as_version=4)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except UnicodeDecodeError:
+        raise refuse("not a notebook: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise refuse(f"not a notebook: not JSON ({exc.msg})", line=exc.lineno) from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise refuse("not a notebook: no list of cells", field="cells")
+    if not isinstance(data.get("nbformat"), int) or data["nbformat"] < 4:
+        raise refuse("not a notebook of format 4 or later (JupyterLab's)", field="nbformat")
+    for number, cell in enumerate(data["cells"]):
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str) or "source" not in cell:
+            raise refuse("not a notebook cell (a mapping with cell_type and source)", field=f"cells[{number}]")
+    try:
+        return nbformat.reads(text, as_version=4)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # nbformat's own refusals
+        raise refuse(f"not a valid notebook: {' '.join(str(exc).split())[:200]}") from None
+
+
+def notebook_parameters(path: str | Path) -> dict[str, Any]:
+    """The parameters a notebook declares in its `parameters` cell, with their defaults."""
+    path = Path(path)
+    notebook = read_notebook(path)
     if not any("parameters" in cell.get("metadata", {}).get("tags", []) for cell in notebook.cells):
         raise ParameterError(
             Problem(
