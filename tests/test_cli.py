@@ -380,3 +380,11 @@ def test_a_rankings_file_that_cannot_be_read_is_bad_input(tmp_path, tiny):
     result = invoke("judge", "pool", "--out", tmp_path / "p", "--rankings", f"a={broken}", "--benchmark", tiny)
     assert result.exit_code == 2 and "internal error" not in result.output
     assert result.stderr.startswith(f"error: {broken}: --rankings: cannot be read as parquet: ")
+
+
+def test_the_cli_starts_without_the_heavy_libraries():
+    """`rageval --help` pays for none of them: each command imports what it needs when it runs."""
+    heavy = ("mlflow", "papermill", "nbformat", "matplotlib", "torch", "sentence_transformers", "bm25s", "pandas")
+    code = f"import sys, rageval.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -83,3 +83,17 @@ def test_import_rageval_is_light():
     code = "import sys, rageval; print(sorted(m for m in ('numpy', 'pandas', 'mlflow', 'pydantic', 'papermill') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_lazy_exports_are_never_shadowed_by_a_submodule():
+    """A package exporting a function named like one of its modules would hand out the module once
+    that module is imported; every lazy export must stay the object its module defines."""
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.walk_packages(rageval.__path__, "rageval."):
+        importlib.import_module(module.name)
+    for package in ("rageval", "rageval.evaluation", "rageval.analysis", "rageval.retrieval"):
+        namespace = importlib.import_module(package)
+        for name, source in namespace._EXPORTS.items():
+            assert getattr(namespace, name) is getattr(importlib.import_module(source), name), (package, name)

@@ -13,58 +13,60 @@ values sealed runs hold (:mod:`rageval.analysis.records`). Reading runs back fro
 
 from __future__ import annotations
 
-from rageval.analysis.comparability import (
-    CHUNKING_TAG,
-    CONTRACT_PARAM,
-    CONTRACT_PARAMS,
-    CONTRACT_TAGS,
-    check_comparable,
-    differences,
-    short_value,
-)
-from rageval.analysis.compare import (
-    Comparison,
-    ComparisonInputs,
-    compare,
-    labels_for,
-    overall_display,
-    significance_display,
-    slices_display,
-)
-from rageval.analysis.diffs import Judgments, diff_table, explain_query, ordered, recall_curve
-from rageval.analysis.gate import (
-    RELEASE_SPLIT,
-    Decision,
-    GatePolicy,
-    MeasureRule,
-    RuleResult,
-    SliceRule,
-    Verdict,
-    check_policy_against,
-    decide,
-    load_policy,
-    release_warning,
-    require_release,
-)
-from rageval.analysis.paired import ALL, query_slices, wide_scores
-from rageval.analysis.plots import (
-    figure_frontier,
-    figure_latency,
-    figure_query_deltas,
-    figure_recall,
-    figure_slices,
-    figures,
-    overview,
-)
-from rageval.analysis.tables import (
-    frontier_table,
-    pareto,
-    per_query_deltas,
-    significance_table,
-    stage_table,
-    total_p95_ms,
-)
+from typing import TYPE_CHECKING
 
+from rageval.lazy import exports
+
+# name -> the module that defines it; each loads on first use
+_EXPORTS = {
+    "CHUNKING_TAG": "rageval.analysis.comparability",
+    "CONTRACT_PARAM": "rageval.analysis.comparability",
+    "CONTRACT_PARAMS": "rageval.analysis.comparability",
+    "CONTRACT_TAGS": "rageval.analysis.comparability",
+    "check_comparable": "rageval.analysis.comparability",
+    "differences": "rageval.analysis.comparability",
+    "short_value": "rageval.analysis.comparability",
+    "Comparison": "rageval.analysis.comparison",
+    "ComparisonInputs": "rageval.analysis.comparison",
+    "compare": "rageval.analysis.comparison",
+    "labels_for": "rageval.analysis.comparison",
+    "overall_display": "rageval.analysis.comparison",
+    "significance_display": "rageval.analysis.comparison",
+    "slices_display": "rageval.analysis.comparison",
+    "Judgments": "rageval.analysis.diffs",
+    "diff_table": "rageval.analysis.diffs",
+    "explain_query": "rageval.analysis.diffs",
+    "ordered": "rageval.analysis.diffs",
+    "recall_curve": "rageval.analysis.diffs",
+    "RELEASE_SPLIT": "rageval.analysis.gate",
+    "Decision": "rageval.analysis.gate",
+    "GatePolicy": "rageval.analysis.gate",
+    "MeasureRule": "rageval.analysis.gate",
+    "RuleResult": "rageval.analysis.gate",
+    "SliceRule": "rageval.analysis.gate",
+    "Verdict": "rageval.analysis.gate",
+    "check_policy_against": "rageval.analysis.gate",
+    "decide": "rageval.analysis.gate",
+    "load_policy": "rageval.analysis.gate",
+    "release_warning": "rageval.analysis.gate",
+    "require_release": "rageval.analysis.gate",
+    "ALL": "rageval.analysis.paired",
+    "query_slices": "rageval.analysis.paired",
+    "wide_scores": "rageval.analysis.paired",
+    "figure_frontier": "rageval.analysis.plots",
+    "figure_latency": "rageval.analysis.plots",
+    "figure_query_deltas": "rageval.analysis.plots",
+    "figure_recall": "rageval.analysis.plots",
+    "figure_slices": "rageval.analysis.plots",
+    "figures": "rageval.analysis.plots",
+    "overview": "rageval.analysis.plots",
+    "frontier_table": "rageval.analysis.tables",
+    "pareto": "rageval.analysis.tables",
+    "per_query_deltas": "rageval.analysis.tables",
+    "significance_table": "rageval.analysis.tables",
+    "stage_table": "rageval.analysis.tables",
+    "total_p95_ms": "rageval.analysis.tables",
+}
 __all__ = [
     "ALL",
     "CHUNKING_TAG",
@@ -114,3 +116,57 @@ __all__ = [
     "total_p95_ms",
     "wide_scores",
 ]
+__getattr__, __dir__ = exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from rageval.analysis.comparability import (
+        CHUNKING_TAG,
+        CONTRACT_PARAM,
+        CONTRACT_PARAMS,
+        CONTRACT_TAGS,
+        check_comparable,
+        differences,
+        short_value,
+    )
+    from rageval.analysis.comparison import (
+        Comparison,
+        ComparisonInputs,
+        compare,
+        labels_for,
+        overall_display,
+        significance_display,
+        slices_display,
+    )
+    from rageval.analysis.diffs import Judgments, diff_table, explain_query, ordered, recall_curve
+    from rageval.analysis.gate import (
+        RELEASE_SPLIT,
+        Decision,
+        GatePolicy,
+        MeasureRule,
+        RuleResult,
+        SliceRule,
+        Verdict,
+        check_policy_against,
+        decide,
+        load_policy,
+        release_warning,
+        require_release,
+    )
+    from rageval.analysis.paired import ALL, query_slices, wide_scores
+    from rageval.analysis.plots import (
+        figure_frontier,
+        figure_latency,
+        figure_query_deltas,
+        figure_recall,
+        figure_slices,
+        figures,
+        overview,
+    )
+    from rageval.analysis.tables import (
+        frontier_table,
+        pareto,
+        per_query_deltas,
+        significance_table,
+        stage_table,
+        total_p95_ms,
+    )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rageval.analysis.compare import Comparison
+from rageval.analysis.comparison import Comparison
 from rageval.experiment.run import ExperimentResult
 from rageval.safety import strip_control
 

@@ -22,7 +22,6 @@ from rageval.cli.common import (
     parse_date,
 )
 from rageval.errors import Problem, RagevalError
-from rageval.workflows.readback import run_rankings
 
 
 @judge_app.command("pool")
@@ -53,6 +52,7 @@ def judge_pool(
     from rageval.benchmark.loading import load_benchmark
     from rageval.benchmark.migration import load_chunking
     from rageval.judging import pool, read_extra, write_pool
+    from rageval.workflows.readback import run_rankings
 
     try:
         frames, configs, run_benchmark, run_split, run_cases = (

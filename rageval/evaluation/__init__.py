@@ -5,39 +5,45 @@ significance and agreement statistics. Pure functions over DataFrames; no I/O.
 
 from __future__ import annotations
 
-from rageval.evaluation.contract import (
-    CONTRACT,
-    CONTRACT_DIGEST,
-    DEFAULT_DEPTH,
-    DUPLICATE_POLICIES,
-    GAINS,
-    MISSING_POLICIES,
-    NO_RELEVANT_POLICIES,
-    RULES,
-    TIE_POLICIES,
-    DuplicatePolicy,
-    Gain,
-    MissingPolicy,
-    NoRelevantPolicy,
-    TiePolicy,
-    contract_differences,
-    contract_record,
-    require_same_contract,
-)
-from rageval.evaluation.measures import (
-    ALIASES,
-    Measure,
-    measure_from_key,
-    metric_key,
-    parse_measure,
-    parse_measures,
-)
-from rageval.evaluation.metrics import Evaluation, Provider, evaluate
-from rageval.evaluation.native import NATIVE
-from rageval.evaluation.ordering import order_ranking
-from rageval.evaluation.rollup import rollup_to_parent
-from rageval.evaluation.unanswerable import Abstention, abstention, top_scores
+from typing import TYPE_CHECKING
 
+from rageval.lazy import exports
+
+# name -> the module that defines it; each loads on first use
+_EXPORTS = {
+    "CONTRACT": "rageval.evaluation.contract",
+    "CONTRACT_DIGEST": "rageval.evaluation.contract",
+    "DEFAULT_DEPTH": "rageval.evaluation.contract",
+    "DUPLICATE_POLICIES": "rageval.evaluation.contract",
+    "GAINS": "rageval.evaluation.contract",
+    "MISSING_POLICIES": "rageval.evaluation.contract",
+    "NO_RELEVANT_POLICIES": "rageval.evaluation.contract",
+    "RULES": "rageval.evaluation.contract",
+    "TIE_POLICIES": "rageval.evaluation.contract",
+    "DuplicatePolicy": "rageval.evaluation.contract",
+    "Gain": "rageval.evaluation.contract",
+    "MissingPolicy": "rageval.evaluation.contract",
+    "NoRelevantPolicy": "rageval.evaluation.contract",
+    "TiePolicy": "rageval.evaluation.contract",
+    "contract_differences": "rageval.evaluation.contract",
+    "contract_record": "rageval.evaluation.contract",
+    "require_same_contract": "rageval.evaluation.contract",
+    "ALIASES": "rageval.evaluation.measures",
+    "Measure": "rageval.evaluation.measures",
+    "measure_from_key": "rageval.evaluation.measures",
+    "metric_key": "rageval.evaluation.measures",
+    "parse_measure": "rageval.evaluation.measures",
+    "parse_measures": "rageval.evaluation.measures",
+    "Evaluation": "rageval.evaluation.metrics",
+    "Provider": "rageval.evaluation.metrics",
+    "evaluate": "rageval.evaluation.metrics",
+    "NATIVE": "rageval.evaluation.native",
+    "order_ranking": "rageval.evaluation.ordering",
+    "rollup_to_parent": "rageval.evaluation.rollup",
+    "Abstention": "rageval.evaluation.unanswerable",
+    "abstention": "rageval.evaluation.unanswerable",
+    "top_scores": "rageval.evaluation.unanswerable",
+}
 __all__ = [
     "ALIASES",
     "Abstention",
@@ -72,3 +78,38 @@ __all__ = [
     "rollup_to_parent",
     "top_scores",
 ]
+__getattr__, __dir__ = exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from rageval.evaluation.contract import (
+        CONTRACT,
+        CONTRACT_DIGEST,
+        DEFAULT_DEPTH,
+        DUPLICATE_POLICIES,
+        GAINS,
+        MISSING_POLICIES,
+        NO_RELEVANT_POLICIES,
+        RULES,
+        TIE_POLICIES,
+        DuplicatePolicy,
+        Gain,
+        MissingPolicy,
+        NoRelevantPolicy,
+        TiePolicy,
+        contract_differences,
+        contract_record,
+        require_same_contract,
+    )
+    from rageval.evaluation.measures import (
+        ALIASES,
+        Measure,
+        measure_from_key,
+        metric_key,
+        parse_measure,
+        parse_measures,
+    )
+    from rageval.evaluation.metrics import Evaluation, Provider, evaluate
+    from rageval.evaluation.native import NATIVE
+    from rageval.evaluation.ordering import order_ranking
+    from rageval.evaluation.rollup import rollup_to_parent
+    from rageval.evaluation.unanswerable import Abstention, abstention, top_scores
