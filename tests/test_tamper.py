@@ -474,3 +474,26 @@ def test_seal_keys_are_read_strictly(monkeypatch, tmp_path):
     with pytest.raises(TrackingError, match="the seal key is empty"):
         seal_key({KEY_FILE_ENV: str(tmp_path / "empty")})
     assert "hunter2" not in repr(seal_key({KEY_ENV: "hunter2"}))
+
+
+def test_the_verify_command_says_what_the_seal_proves_and_what_changed(world, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rageval.cli import app
+
+    store = world.tracker.uri
+    intact = CliRunner().invoke(app, ["verify", world.baseline, "--tracking-uri", store])
+    assert intact.exit_code == 0, intact.output
+    assert f"run {world.baseline}: intact (unkeyed seal; every artifact, param, metric and its history" in intact.output
+    assert f"note: {UNKEYED_NOTE}" in intact.output
+    monkeypatch.setenv(KEY_ENV, "team key")
+    keyed = sealed_run(world, "keyed-cli")
+    checked = CliRunner().invoke(app, ["verify", keyed, "--tracking-uri", store])
+    assert checked.exit_code == 0 and "intact (keyed seal checked;" in checked.output and "note:" not in checked.output
+    monkeypatch.delenv(KEY_ENV)
+    unchecked = CliRunner().invoke(app, ["verify", keyed, "--tracking-uri", store])
+    assert unchecked.exit_code == 0 and "intact (keyed seal NOT checked;" in unchecked.output
+    world.tracker.client.set_terminated(keyed, "KILLED")
+    tampered = CliRunner().invoke(app, ["verify", keyed, "--tracking-uri", store])
+    assert tampered.exit_code == 1
+    assert f"run {keyed} was altered after sealing:\n- status changed: 'FINISHED' → 'KILLED'" in tampered.output
