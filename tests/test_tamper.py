@@ -125,6 +125,12 @@ def _copy_manifest(w: World, r: str) -> None:
     w.tracker.client.set_tag(r, "rageval.seal", w.tracker.run(w.baseline).tags["rageval.seal"])
 
 
+def _reseal_malformed(w: World, r: str) -> None:
+    data = json.dumps({"format": 2, "run_id": r, "params": 5}).encode()
+    artifact(w, r, "manifest.json").write_bytes(data)
+    w.tracker.client.set_tag(r, "rageval.seal", sha256_bytes(data))
+
+
 def _new_experiment(w: World) -> str:
     return w.tracker.experiment_id("tamper-elsewhere")
 
@@ -253,6 +259,7 @@ CASES = [
         ("not sealed: only sealed runs are results; it holds a manifest.json, so its rageval.seal tag was removed",),
     ),
     Case("manifest-copied-from-another-run", _copy_manifest, ("manifest.json belongs to run",)),
+    Case("manifest-malformed-and-resealed", _reseal_malformed, ("manifest.json is malformed",)),
     # ---- SQL on the sqlite store
     Case(
         "sql-runs-status",

@@ -227,7 +227,11 @@ def verification(
         known = ", ".join(map(str, FORMATS))
         changes.append(f"{MANIFEST} has format {version!r}; this rageval reads formats {known}: upgrade rageval")
         return Verification(run_id, None, changes, [], hmac_tag is not None, False)
-    changes += manifest_changes(sealed, state)
+    try:
+        changes += manifest_changes(sealed, state)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        changes.append(f"{MANIFEST} is malformed ({type(exc).__name__}: {exc}): it was not written by rageval")
+        return Verification(run_id, version, changes, [], hmac_tag is not None, False)
     notes = [FORMAT_1_NOTE] if version == 1 else []
     declared = sealed.get("seal", {}).get("keyed", False) if isinstance(sealed.get("seal"), dict) else False
     keyed = bool(declared or hmac_tag)
@@ -256,6 +260,15 @@ def verification(
     elif not declared:
         changes.append(f"{MANIFEST} does not declare the keyed seal its {HMAC_TAG} tag carries")
     return Verification(run_id, version, changes, notes, keyed, hmac_tag is not None)
+
+
+def history_keys(data: bytes | None) -> list[str]:
+    """The metrics whose history a manifest records (the run may no longer show them)."""
+    try:
+        history = json.loads(data or b"{}").get("metric_history", {})
+    except (ValueError, AttributeError):
+        return []
+    return [key for key in history if isinstance(key, str)] if isinstance(history, dict) else []
 
 
 def manifest_changes(sealed: Mapping[str, Any], state: RunState) -> list[str]:

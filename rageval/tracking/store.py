@@ -46,6 +46,7 @@ from rageval.tracking.seal import (
     RunState,
     Verification,
     encode,
+    history_keys,
     seal_key,
     sealing_manifest,
     verification,
@@ -463,11 +464,7 @@ class Tracker:
             artifacts = self._download_all(run_id, Path(tmp))
             manifest_file = Path(tmp) / MANIFEST
             data = manifest_file.read_bytes() if manifest_file.is_file() else None
-        try:
-            named = list(json.loads(data or b"{}").get("metric_history", {}))
-        except (ValueError, AttributeError):
-            named = []
-        state = self._state(run_id, artifacts, named)
+        state = self._state(run_id, artifacts, history_keys(data))
         return verification(state, data, info.tags[SEAL_TAG], info.tags.get(HMAC_TAG), key)
 
     def verify(self, run_id: str) -> list[str]:
