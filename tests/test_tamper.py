@@ -483,7 +483,7 @@ def test_seal_keys_are_read_strictly(monkeypatch, tmp_path):
     assert "hunter2" not in repr(seal_key({KEY_ENV: "hunter2"}))
 
 
-def test_the_verify_command_says_what_the_seal_proves_and_what_changed(world, monkeypatch):
+def test_the_verify_command_says_what_the_seal_proves_and_what_changed(world, monkeypatch, tmp_path):
     from typer.testing import CliRunner
 
     from rageval.cli import app
@@ -504,3 +504,6 @@ def test_the_verify_command_says_what_the_seal_proves_and_what_changed(world, mo
     tampered = CliRunner().invoke(app, ["verify", keyed, "--tracking-uri", store])
     assert tampered.exit_code == 1
     assert f"run {keyed} was altered after sealing:\n- status changed: 'FINISHED' → 'KILLED'" in tampered.output
+    out = tmp_path / "run.txt"
+    exported = CliRunner().invoke(app, ["export-run", keyed, "--out", str(out), "--tracking-uri", store])
+    assert exported.exit_code == 1 and "altered after sealing" in exported.output and not out.exists()

@@ -128,12 +128,14 @@ def export_run(
     level: Annotated[Level, typer.Option(help="document: parent IDs; passage: chunk IDs")] = Level["document"],
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Write a sealed run's rankings as a TREC run file."""
+    """Write a sealed, intact run's rankings as a TREC run file."""
     from rageval.benchmark.trec import write_run
     from rageval.experiment.run import level_run
 
     try:
-        frame = level_run(open_tracker(tracking_uri).rankings(run_id), level.value)
+        tracker = open_tracker(tracking_uri)
+        tracker.verify_or_raise(run_id)
+        frame = level_run(tracker.rankings(run_id), level.value)
     except RagevalError as error:
         fail(error)
     write_run(frame, out, tag=run_id[:12])
