@@ -8,11 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 import yaml
 from conftest import DEMO, ROOT
@@ -143,66 +145,55 @@ def test_bad_parameters_and_configs_fail_before_a_run_exists(tmp_path, store):
     assert runs_in(store) == before
 
 
-def test_a_killed_run_leaves_no_sealed_run(tmp_path, store):
-    notebook = notebook_with(tmp_path, "import time\ntime.sleep(120)")
-    before = runs_in(store)
-    exe = Path(sys.executable).parent / "rageval"
-    process = subprocess.Popen(
-        [str(exe), "run", str(BM25), "--tracking-uri", store, "--notebook", str(notebook)],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.time() + 90
-        new: set[str] = set()
-        while time.time() < deadline and not new:
-            time.sleep(1)
-            new = runs_in(store) - before
-        assert new, "the run never started"
-        time.sleep(3)  # let the kernel start the sleeping cell
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-    (run_id,) = new
-    info = Tracker(store).run(run_id)
-    assert not info.sealed and info.status == "RUNNING"
-    with pytest.raises(Exception, match="not sealed"):
-        Tracker(store).verify(run_id)
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def test_the_ui_answers_on_loopback_and_lists_the_run(demo_runs, store):
+def test_the_ui_answers_on_loopback_lists_the_run_and_sigterm_stops_its_server(demo_runs, store):
     port = free_port()
     exe = Path(sys.executable).parent / "rageval"
-    server = subprocess.Popen(
+    ui = subprocess.Popen(
         [str(exe), "ui", "--port", str(port), "--tracking-uri", store],
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(ui.stdout), daemon=True)
+    reader.start()
+    family: list[psutil.Process] = []
     try:
+        # The URL is printed once the server answers, not before.
+        deadline = time.time() + 90
+        while time.time() < deadline and not any(line.startswith("MLflow UI: http") for line in lines):
+            time.sleep(0.5)
+        assert f"MLflow UI: http://127.0.0.1:{port}  (store: {store}" in "".join(lines), "".join(lines)
         url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={demo_runs[0].run_id}"
-        deadline, body = time.time() + 90, None
-        while time.time() < deadline and body is None:
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    body = json.loads(response.read())
-            except OSError:
-                time.sleep(1)
-        assert body is not None, "the MLflow UI did not answer"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.loads(response.read())
         tags = {t["key"]: t["value"] for t in body["run"]["data"]["tags"]}
         assert body["run"]["info"]["status"] == "FINISHED" and "rageval.seal" in tags
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
             assert response.status == 200
+        # The server runs in a process group of its own, with worker processes under it.
+        family = psutil.Process(ui.pid).children(recursive=True)
+        assert len(family) >= 2 and all(os.getpgid(p.pid) != os.getpgid(ui.pid) for p in family)
+        ui.send_signal(signal.SIGTERM)  # to rageval alone, as a process manager would
+        assert ui.wait(timeout=30) == 0
+        gone, alive = psutil.wait_procs(family, timeout=15)
+        assert alive == [], f"still running after SIGTERM: {[p.pid for p in alive]}"
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        for process in family:
+            if process.is_running():
+                process.kill()
+        if ui.poll() is None:
+            ui.kill()
+        ui.wait(timeout=30)
+        reader.join(timeout=10)
+        ui.stdout.close()
 
 
 def test_parallel_runs_on_a_new_store_do_not_clash_or_warn(tmp_path):

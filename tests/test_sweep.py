@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import signal
 import threading
 import time
@@ -14,10 +15,10 @@ import nbformat
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import DEMO, ROOT
 
 from rageval.config.sweep import SweepConfig, expand, load_sweep
-from rageval.errors import ConfigError, SweepError
+from rageval.errors import BenchmarkError, ConfigError, SweepError
 from rageval.tracking.store import Tracker
 from rageval.workflows.sweep import Progress, run_sweep
 
@@ -126,6 +127,25 @@ def test_a_sweep_on_release_needs_release(tmp_path, store):
     assert "pass --release" in problem.fix
     assert {r.run_id for r in Tracker(store).runs()} == before  # refused before any run exists
     assert load_sweep(path, release=True).split == "release"
+
+
+def test_a_release_sweep_refused_for_unreviewed_labels_creates_no_run(tmp_path):
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.benchmark.migration import migrate_labels
+    from rageval.benchmark.schema import ChunkingConfig
+
+    demo = Path(shutil.copytree(DEMO, tmp_path / "demo"))
+    migrate_labels(load_benchmark(demo), ChunkingConfig(size=200, overlap=30), ChunkingConfig(size=100, overlap=0))
+    path = sweep_file(
+        tmp_path,
+        split="release",
+        benchmark=str(demo),
+        variants=[{"name": "base", "set": {}}, {"name": "small", "set": {"chunking.size": 100, "chunking.overlap": 0}}],
+    )
+    tracker = Tracker(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    with pytest.raises(BenchmarkError, match="still 'proposed'"):
+        run_sweep(path, release=True, tracker=tracker)
+    assert tracker.runs() == []  # neither the parent nor the members that would pass
 
 
 def test_progress_prints_plain_lines_off_a_terminal():

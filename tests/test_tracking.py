@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -13,8 +15,16 @@ from conftest import ROOT
 from rageval.config.load import load_config
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.experiment.run import run_experiment
-from rageval.tracking.records import SEAL_TAG, metric_names
+from rageval.hashing import sha256_bytes
+from rageval.tracking.records import MANIFEST, SEAL_TAG, metric_names
+from rageval.tracking.seal import FORMAT_1_NOTE, KEY_ENV, KEY_FILE_ENV, UNKEYED_NOTE
 from rageval.tracking.store import Tracker
+
+
+@pytest.fixture(autouse=True)
+def no_seal_key(monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
 
 
 @pytest.fixture
@@ -54,6 +64,24 @@ def test_a_sealed_run_verifies_and_records_its_result(store, result):
     assert {"rankings.parquet", "per_query_metrics.parquet", "failures.json", "config.yaml", "metrics.json"} <= set(
         manifest["artifacts"]
     )
+    # Format 2: the run's own fields as sealed, every tag (MLflow's too), each metric's history.
+    run = tracker.client.get_run(run_id)
+    assert manifest["format"] == 2 and manifest["seal"] == {"keyed": False}
+    assert manifest["run"] == {
+        "name": "tiny",
+        "experiment_id": info.experiment_id,
+        "status": "FINISHED",
+        "lifecycle_stage": "active",
+        "start_time": run.info.start_time,
+        "end_time": run.info.end_time,
+    }
+    assert manifest["tags"]["mlflow.runName"] == "tiny" and SEAL_TAG not in manifest["tags"]
+    assert {"rageval.owner.host", "rageval.owner.pid", "rageval.owner.started"} <= manifest["tags"].keys()
+    (entry,) = manifest["metric_history"]["nDCG_at_10"]
+    assert entry[0] == 0 and entry[2] == info.metrics["nDCG_at_10"]
+    assert manifest["metric_history"].keys() == info.metrics.keys()
+    result = tracker.verification(run_id)
+    assert result.intact and result.format == 2 and result.notes == [UNKEYED_NOTE] and not result.keyed
 
 
 def test_logging_into_a_sealed_run_is_refused(store, result):
@@ -128,3 +156,59 @@ def test_default_store_is_absolute_inside_the_project(monkeypatch):
     assert tracker_uri == f"sqlite:///{ROOT / 'mlruns' / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     assert __import__("rageval.tracking.store", fromlist=["x"]).resolve_tracking_uri() == "http://127.0.0.1:9"
+
+
+def seal_as_format_1(tracker: Tracker, run_id: str) -> None:
+    """Seal exactly as rageval did before manifest format 2 (that release's ``_snapshot``,
+    ``manifest_of`` and ``seal``, copied): no ``format``, no run fields, no metric history, no
+    ``mlflow.*`` tags."""
+    import mlflow.artifacts
+
+    with tempfile.TemporaryDirectory() as tmp:
+        dst = Path(tmp)
+        mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(dst), tracking_uri=tracker.uri)
+        artifacts = {
+            p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(dst.rglob("*")) if p.is_file()
+        }
+    run = tracker.client.get_run(run_id)
+    inputs = [f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])]
+    manifest = {
+        "run_id": run_id,
+        "artifacts": {path: value for path, value in sorted(artifacts.items()) if path != MANIFEST},
+        "params": dict(sorted(run.data.params.items())),
+        "metrics": dict(sorted(run.data.metrics.items())),
+        "tags": {k: v for k, v in sorted(run.data.tags.items()) if not k.startswith("mlflow.") and k != SEAL_TAG},
+        "inputs": sorted(inputs),
+    }
+    manifest["sealed_at"] = datetime.now(UTC).isoformat()
+    data = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    tracker.log_bytes(run_id, MANIFEST, data)
+    tracker.client.set_terminated(run_id, "FINISHED")
+    tracker.client.set_tag(run_id, SEAL_TAG, sha256_bytes(data))
+
+
+def test_a_run_sealed_in_format_1_still_verifies_as_what_it_is(store, result):
+    tracker = Tracker(store)
+    run_id = tracker.create_run("tracking-tests", "old", params={"a": 1}, tags={"rageval.split": "dev"})
+    tracker.log_result(run_id, result)
+    seal_as_format_1(tracker, run_id)
+    checked = tracker.verification(run_id)
+    assert checked.intact and checked.format == 1 and checked.notes == [FORMAT_1_NOTE, UNKEYED_NOTE]
+    # What format 1 covers is still checked, and a sealed run is FINISHED and not deleted whatever its format.
+    tracker.client.log_metric(run_id, "nDCG_at_10", 0.5)
+    tracker.client.set_terminated(run_id, "FAILED")
+    assert tracker.verify(run_id) == [
+        "status changed: 'FINISHED' → 'FAILED'",
+        f"metric 'nDCG_at_10': value changed ({float(result.evaluation.aggregates['nDCG@10'])!r} → 0.5)",
+    ]
+
+
+def test_a_manifest_of_an_unknown_format_is_not_taken_as_verified(store, result):
+    tracker, run_id = sealed_run(store, result)
+    path = artifact_file(tracker, run_id, MANIFEST)
+    manifest = json.loads(path.read_text())
+    manifest["format"] = 3
+    data = json.dumps(manifest).encode()
+    path.write_bytes(data)
+    tracker.client.set_tag(run_id, SEAL_TAG, sha256_bytes(data))
+    assert tracker.verify(run_id) == ["manifest.json has format 3; this rageval reads formats 1, 2: upgrade rageval"]

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import DEMO, ROOT
 
 from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.migration import migrate_labels
+from rageval.benchmark.schema import ChunkingConfig
 from rageval.config.load import dump_config, load_config
+from rageval.errors import BenchmarkError
 from rageval.experiment.run import run_experiment
 from rageval.tracking.store import Tracker
 from rageval.workflows.gate import execute_gate
 from rageval.workflows.guards import record_release_evaluation
-from rageval.workflows.run import run_params, run_tags
+from rageval.workflows.run import execute_run, run_params, run_tags
 
 BM25 = ROOT / "params" / "bm25.yaml"
 POLICY = ROOT / "params" / "gates" / "release.yaml"
@@ -51,3 +55,21 @@ def test_the_gate_workflow_runs_on_the_store_object_it_is_given(tmp_path: Path, 
     assert gate.tags["rageval.gate.verdict"] == outcome.decision.verdict
     assert tracker.verify(outcome.run_id) == []
     assert {r.run_id for r in tracker.runs()} == {baseline, candidate, outcome.run_id}
+
+
+def test_a_release_run_refused_for_unreviewed_labels_is_never_created_nor_counted(tmp_path: Path):
+    demo = Path(shutil.copytree(DEMO, tmp_path / "demo"))
+    # Labels migrated to a smaller chunking and not reviewed yet: chunk-level measures on release are refused.
+    migrate_labels(load_benchmark(demo), ChunkingConfig(size=200, overlap=30), ChunkingConfig(size=100, overlap=0))
+    tracker = Tracker(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    with pytest.raises(BenchmarkError, match="still 'proposed'"):
+        execute_run(
+            BM25,
+            overrides=["chunking.size=100", "chunking.overlap=0"],
+            benchmark=demo,
+            split="release",
+            tracker=tracker,
+        )
+    assert tracker.runs() == []
+    bench = load_benchmark(demo)
+    assert tracker.count_release_evaluations(bench.spec.name, bench.spec.version, "bm25-baseline") == 0

@@ -56,6 +56,8 @@ def run(
         )
     except RagevalError as error:
         fail(error)
+    for run_id, reason in outcome.reaped:
+        typer.echo(f"reaped {run_id}: now KILLED ({reason})", err=True)
     typer.echo(f"run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)")
     m = outcome.metrics
     typer.echo(
@@ -72,25 +74,51 @@ def run(
 
 @app.command("verify")
 def verify(run_id: Annotated[str, typer.Argument()], tracking_uri: TrackingUri = None) -> None:
-    """Recompute every hash of a sealed run; exit 1 naming what changed."""
+    """Recompute every hash of a sealed run and check its keyed seal; exit 1 naming what changed."""
+    from rageval.errors import VerificationError
 
     try:
-        open_tracker(tracking_uri).verify_or_raise(run_id)
+        result = open_tracker(tracking_uri).verification(run_id)
+        if not result.intact:
+            raise VerificationError(run_id, result.changes)
     except RagevalError as error:
         fail(error)
-    typer.echo(f"run {run_id}: intact (every artifact, param, metric and tag matches its manifest)")
+    covered = "artifact, param, metric and its history, tag, input, status and lifecycle"
+    if result.format == 1:
+        covered = "artifact, param, latest metric value, rageval tag and input"
+    seal = (
+        "keyed seal checked" if result.key_checked else ("keyed seal NOT checked" if result.keyed else "unkeyed seal")
+    )
+    typer.echo(f"run {run_id}: intact ({seal}; every {covered} matches its manifest)")
+    for note in result.notes:
+        typer.echo(f"note: {note}")
 
 
 @app.command("runs")
 def runs(
     experiment: Annotated[str | None, typer.Option(help="one experiment [default: all]")] = None,
+    reap: Annotated[
+        bool, typer.Option("--reap", help="end as KILLED the unsealed runs whose owner process has died")
+    ] = False,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """List runs, newest first, with their status and whether they are sealed."""
+    """List runs, newest first, with their status and whether they are sealed. A RUNNING run whose
+    owner process is gone shows as KILLED; --reap records that in the store."""
 
-    for info in open_tracker(tracking_uri).runs(experiment):
+    tracker = open_tracker(tracking_uri)
+    if reap:
+        for run_id, reason in tracker.reap():
+            typer.echo(f"reaped {run_id}: now KILLED ({reason})")
+    for info in tracker.runs(experiment):
         state = "sealed" if info.sealed else "UNSEALED"
-        typer.echo(f"{info.run_id}  {info.status:<8}  {state:<8}  {info.name}")
+        status, note = info.status, ""
+        if info.status == "RUNNING" and not info.sealed:
+            owner = tracker.owner(info)
+            if owner.state == "dead":
+                status, note = "KILLED", f"  ({owner.reason}; still RUNNING in the store: `rageval runs --reap`)"
+            else:
+                note = f"  ({owner.reason})"
+        typer.echo(f"{info.run_id}  {status:<8}  {state:<8}  {info.name}{note}")
 
 
 @app.command("export-run")
@@ -100,12 +128,14 @@ def export_run(
     level: Annotated[Level, typer.Option(help="document: parent IDs; passage: chunk IDs")] = Level["document"],
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Write a sealed run's rankings as a TREC run file."""
+    """Write a sealed, intact run's rankings as a TREC run file."""
     from rageval.benchmark.trec import write_run
     from rageval.experiment.run import level_run
 
     try:
-        frame = level_run(open_tracker(tracking_uri).rankings(run_id), level.value)
+        tracker = open_tracker(tracking_uri)
+        tracker.verify_or_raise(run_id)
+        frame = level_run(tracker.rankings(run_id), level.value)
     except RagevalError as error:
         fail(error)
     write_run(frame, out, tag=run_id[:12])
@@ -177,10 +207,29 @@ def ui(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1")] = 5000,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Start the MLflow UI on loopback over the project's store (one worker, job execution off)."""
+    """Start the MLflow UI on loopback over the project's store (one worker, job execution off).
+
+    The server runs in a process group of its own; Ctrl-C or SIGTERM stops the whole group
+    (``mlflow server`` starts worker processes that would otherwise keep serving)."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
     from rageval.paths import artifact_root_for
     from rageval.tracking.store import resolve_tracking_uri
 
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            typer.echo(
+                f"error: port {port} on 127.0.0.1 is busy ({exc.strerror}): another server is using it, and its "
+                f"URL would show that server's runs, not this store's. Choose another port: rageval ui --port {port + 1}",
+                err=True,
+            )
+            raise typer.Exit(1) from None
     uri = resolve_tracking_uri(tracking_uri)
     command = [
         sys.executable,
@@ -200,8 +249,53 @@ def ui(
     if artifacts:
         command += ["--default-artifact-root", artifacts]
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
-    typer.echo(f"MLflow UI: http://127.0.0.1:{port}  (store: {uri}; Ctrl-C stops it)")
+    server = subprocess.Popen(command, env=env, process_group=0)
+
+    stopped: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        stopped.append(signum)
+        _signal_group(server.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        raise typer.Exit(subprocess.call(command, env=env))
-    except KeyboardInterrupt:
-        raise typer.Exit(0) from None
+        url = f"http://127.0.0.1:{port}"
+        while server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        if server.poll() is None:
+            typer.echo(f"MLflow UI: {url}  (store: {uri}; Ctrl-C stops it)")
+        code = server.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _stop_group(server.pid)
+    if code != 0 and not stopped:
+        typer.echo(f"error: mlflow server exited with {code} (store: {uri}, port {port})", err=True)
+        raise typer.Exit(1)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _stop_group(pgid: int, grace: float = 10.0) -> None:
+    """Terminate what is left of the server's process group; kill it after ``grace`` seconds."""
+    import signal
+    import time
+
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    _signal_group(pgid, signal.SIGKILL)

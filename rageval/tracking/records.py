@@ -1,7 +1,7 @@
 """The record layout of rageval's runs, apart from the store that holds them: which artifacts,
-metrics and tags an evaluation or a comparison becomes, what a seal's manifest covers, how a sealed
-run's changes are found, and how a sealed evaluation run is read back. Pure: no mlflow here;
-:class:`~rageval.tracking.store.Tracker` performs the reads and writes.
+metrics and tags an evaluation or a comparison becomes, and how a sealed evaluation run is read
+back (what a seal covers and how it is checked: :mod:`rageval.tracking.seal`). Pure: no mlflow
+here; :class:`~rageval.tracking.store.Tracker` performs the reads and writes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pandas as pd
 
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.evaluation import metric_key
-from rageval.hashing import sha256_bytes
 from rageval.safety import csv_bytes
 
 if TYPE_CHECKING:
@@ -219,55 +218,6 @@ def comparison_record(comparison: Comparison, figures: Mapping[str, Figure]) -> 
     for name, figure in figures.items():
         files[f"figures/{name}"] = png(figure)
     return Record(files=files, metrics=comparison.metrics())
-
-
-# --------------------------------------------------------------------------- the seal
-
-
-def manifest_of(
-    artifacts: Mapping[str, bytes | str],
-    params: Mapping[str, str],
-    metrics: Mapping[str, float],
-    tags: Mapping[str, str],
-    inputs: list[str],
-    run_id: str,
-) -> dict[str, Any]:
-    """What a seal covers: every artifact's sha256 (the manifest itself aside), params, metrics,
-    rageval's tags and the dataset inputs."""
-    return {
-        "run_id": run_id,
-        "artifacts": {
-            path: value if isinstance(value, str) else sha256_bytes(value)
-            for path, value in sorted(artifacts.items())
-            if path != MANIFEST
-        },
-        "params": dict(sorted(params.items())),
-        "metrics": dict(sorted(metrics.items())),
-        "tags": {k: v for k, v in sorted(tags.items()) if not k.startswith("mlflow.") and k != SEAL_TAG},
-        "inputs": sorted(inputs),
-    }
-
-
-def manifest_changes(sealed: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """Every difference between the sealed manifest and the run as it is now."""
-    changes = _diff("artifact", sealed.get("artifacts", {}), now["artifacts"], "content changed")
-    for kind in ("params", "metrics", "tags"):
-        changes += _diff(kind.rstrip("s"), sealed.get(kind, {}), now[kind], "value changed")
-    if sealed.get("inputs", []) != now["inputs"]:
-        changes.append(f"inputs changed: {sealed.get('inputs')} → {now['inputs']}")
-    return changes
-
-
-def _diff(kind: str, before: Mapping[str, Any], after: Mapping[str, Any], changed: str) -> list[str]:
-    out = []
-    for key in sorted(set(before) | set(after)):
-        if key not in after:
-            out.append(f"{kind} {key!r} was removed")
-        elif key not in before:
-            out.append(f"{kind} {key!r} was added after sealing")
-        elif before[key] != after[key]:
-            out.append(f"{kind} {key!r}: {changed} ({before[key]!r} → {after[key]!r})")
-    return out
 
 
 # --------------------------------------------------------------------------- the environment

@@ -1,11 +1,14 @@
-"""The store facade, the only code that talks to MLflow: create, log, fail, seal and verify runs.
+"""The store facade, the only code that talks to MLflow: create, log, fail, seal, verify and reap runs.
 
 Everything goes through ``MlflowClient`` with explicit run IDs; the fluent API, with its active-run
 stack, is never used. MLflow itself lets anyone log into a finished run, so immutability is ours:
-a run is *sealed* by a manifest (the sha256 of every artifact, and every param, metric, tag and
-input) whose own hash becomes the ``rageval.seal`` tag. Every logging call here refuses a sealed
-run, and :meth:`Tracker.verify` recomputes every hash. A run without the seal tag — failed,
-interrupted or in progress — is never a result.
+a run is *sealed* by a manifest (the sha256 of every artifact; every param, metric with its
+history, and tag; the inputs; the run's status, lifecycle and times — :mod:`rageval.tracking.seal`)
+whose own hash becomes the ``rageval.seal`` tag, with an HMAC of it when a seal key is configured.
+Every logging call here refuses a sealed run, and :meth:`Tracker.verify` recomputes everything. A
+run without the seal tag — failed, interrupted or in progress — is never a result. Every run
+records the process that owns it (:mod:`rageval.tracking.owners`); :meth:`Tracker.reap` ends the
+runs of owners that died as KILLED.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +30,7 @@ from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
 from rageval.paths import artifact_root_for, default_tracking_uri
+from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
     MANIFEST,
@@ -34,10 +38,18 @@ from rageval.tracking.records import (
     Record,
     comparison_record,
     evaluation_record,
-    manifest_changes,
-    manifest_of,
     png,
     read_evaluation,
+)
+from rageval.tracking.seal import (
+    HMAC_TAG,
+    RunState,
+    Verification,
+    encode,
+    history_keys,
+    seal_key,
+    sealing_manifest,
+    verification,
 )
 
 if TYPE_CHECKING:
@@ -110,7 +122,9 @@ class Tracker:
         (with ``error``: a comparison refuses it as a :class:`~rageval.errors.ComparisonError`)."""
         info = self.run(run_id)
         if not info.sealed:
-            raise error(f"run {run_id} is {info.status} and not sealed: only sealed runs are results")
+            holds = any(f.path == MANIFEST for f in self.client.list_artifacts(run_id))
+            removed = f"; it holds a {MANIFEST}, so its {SEAL_TAG} tag was removed" if holds else ""
+            raise error(f"run {run_id} is {info.status} and not sealed: only sealed runs are results{removed}")
         return info
 
     def sealed_frame(self, run_id: str, artifact_path: str) -> pd.DataFrame:
@@ -158,8 +172,11 @@ class Tracker:
         dataset_digest: str | None = None,
         dataset_context: str = "",
     ) -> str:
-        """Create a run in RUNNING state with its params, tags, files and dataset input."""
-        run = self.client.create_run(self.experiment_id(experiment), tags=dict(tags), run_name=run_name)
+        """Create a run in RUNNING state with its params, tags, files and dataset input, owned by
+        this process (see :mod:`rageval.tracking.owners`)."""
+        run = self.client.create_run(
+            self.experiment_id(experiment), tags={**dict(tags), **owner_tags()}, run_name=run_name
+        )
         run_id = run.info.run_id
         self.log_params(run_id, params)
         for path, data in (files or {}).items():
@@ -278,6 +295,29 @@ class Tracker:
             self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
         self.client.set_terminated(run_id, "KILLED")
 
+    def owner(self, info: RunInfo) -> Owner:
+        """Whether the process that created a run still runs (see :mod:`rageval.tracking.owners`)."""
+        return owner_of(info.tags)
+
+    def reap(self) -> list[tuple[str, str]]:
+        """End as KILLED every unsealed RUNNING run whose owner process has died (on this host), so
+        that no run stays RUNNING forever; returns (run ID, reason) for each. A run whose owner runs
+        elsewhere, or is not recorded, is left alone."""
+        reaped = []
+        for run in self._search("attributes.status = 'RUNNING'"):
+            if SEAL_TAG in run.data.tags:
+                continue
+            owner = owner_of(run.data.tags)
+            if owner.state != "dead":
+                continue
+            reason = f"reaped: {owner.reason} and the run never sealed"
+            try:
+                self.kill(run.info.run_id, reason)
+            except TrackingError:
+                continue  # it ended meanwhile (another process reaped it first)
+            reaped.append((run.info.run_id, reason))
+        return reaped
+
     def _search(self, filter_string: str) -> list[Any]:
         """Every run (deleted ones too) of every experiment matching an MLflow filter, oldest first."""
         from mlflow.entities import ViewType
@@ -314,12 +354,13 @@ class Tracker:
     def download(self, run_id: str, artifact_path: str, dst: Path) -> Path:
         """Download an artifact of any run (sealed or not: for checks before sealing) into ``dst``."""
         import mlflow.artifacts
+        from mlflow.exceptions import MlflowException
 
         try:
             local = mlflow.artifacts.download_artifacts(
                 run_id=run_id, artifact_path=artifact_path, dst_path=str(dst), tracking_uri=self.uri
             )
-        except OSError as exc:
+        except (OSError, MlflowException) as exc:
             raise TrackingError(f"run {run_id} has no artifact {artifact_path!r}: {exc}") from None
         return Path(local)
 
@@ -361,44 +402,74 @@ class Tracker:
 
     # ------------------------------------------------------------------ sealing
 
-    def _snapshot(self, run_id: str, dst: Path) -> dict[str, Any]:
-        """The run as it is now, in the manifest's layout (its artifacts downloaded into ``dst``)."""
+    def _download_all(self, run_id: str, dst: Path) -> dict[str, str]:
+        """Every artifact of a run downloaded into ``dst``: path → sha256."""
         import mlflow.artifacts
 
         mlflow.artifacts.download_artifacts(run_id=run_id, dst_path=str(dst), tracking_uri=self.uri)
-        artifacts = {
+        return {
             p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(dst.rglob("*")) if p.is_file()
         }
+
+    def _state(self, run_id: str, artifacts: Mapping[str, str], history_of: Sequence[str] = ()) -> RunState:
+        """The run as it is now, with the full history of each of its metrics (and of ``history_of``:
+        metrics a manifest names that the run may no longer show)."""
         run = self.client.get_run(run_id)
         inputs = [f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])]
-        return manifest_of(artifacts, run.data.params, run.data.metrics, run.data.tags, inputs, run_id)
+        history = {}
+        for key in sorted({*run.data.metrics, *history_of}):
+            entries = sorted([m.step, m.timestamp, m.value] for m in self.client.get_metric_history(run_id, key))
+            if entries:
+                history[key] = entries
+        return RunState(
+            run_id=run.info.run_id,
+            name=run.info.run_name,
+            experiment_id=run.info.experiment_id,
+            status=run.info.status,
+            lifecycle_stage=run.info.lifecycle_stage,
+            start_time=run.info.start_time,
+            end_time=run.info.end_time,
+            artifacts=dict(artifacts),
+            params=dict(run.data.params),
+            metrics=dict(run.data.metrics),
+            history=history,
+            tags=dict(run.data.tags),
+            inputs=inputs,
+        )
 
     def seal(self, run_id: str) -> str:
-        """Write the manifest, end the run FINISHED, then set the seal tag (the last write)."""
+        """Write the manifest (and, with a seal key, its HMAC tag), end the run FINISHED, then set
+        the seal tag: the last write, so that a run interrupted on the way is never sealed."""
         self._writable(run_id)
+        key = seal_key()  # a misconfigured key fails here, before anything is written
+        end_time = int(time.time() * 1000)
         with tempfile.TemporaryDirectory(prefix="rageval-seal-") as tmp:
-            manifest = self._snapshot(run_id, Path(tmp))
-        manifest["sealed_at"] = datetime.now(UTC).isoformat()
-        data = json.dumps(manifest, indent=2, sort_keys=True).encode()
+            state = self._state(run_id, self._download_all(run_id, Path(tmp)))
+        manifest = sealing_manifest(state, end_time=end_time, sealed_at=datetime.now(UTC).isoformat(), key=key)
+        data = encode(manifest)
         self.log_bytes(run_id, MANIFEST, data)
-        self.client.set_terminated(run_id, "FINISHED")
+        if key is not None:
+            self.client.set_tag(run_id, HMAC_TAG, key.sign(data))
+        self.client.set_terminated(run_id, "FINISHED", end_time=end_time)
         digest = sha256_bytes(data)
         self.client.set_tag(run_id, SEAL_TAG, digest)
         return digest
 
-    def verify(self, run_id: str) -> list[str]:
-        """Recompute every hash of a sealed run; return what changed (empty when intact)."""
+    def verification(self, run_id: str) -> Verification:
+        """Check a sealed run against its manifest: every artifact, param, metric and its history,
+        tag, input, its status, lifecycle and times, and its keyed seal where it has one."""
         info = self.require_sealed(run_id)
-        changes: list[str] = []
+        key = seal_key()
         with tempfile.TemporaryDirectory(prefix="rageval-verify-") as tmp:
-            now = self._snapshot(run_id, Path(tmp))
+            artifacts = self._download_all(run_id, Path(tmp))
             manifest_file = Path(tmp) / MANIFEST
-            if not manifest_file.is_file():
-                return [f"{MANIFEST} is missing"]
-            data = manifest_file.read_bytes()
-        if sha256_bytes(data) != info.tags[SEAL_TAG]:
-            changes.append(f"{MANIFEST} changed: its sha256 no longer matches the {SEAL_TAG} tag")
-        return changes + manifest_changes(json.loads(data), now)
+            data = manifest_file.read_bytes() if manifest_file.is_file() else None
+        state = self._state(run_id, artifacts, history_keys(data))
+        return verification(state, data, info.tags[SEAL_TAG], info.tags.get(HMAC_TAG), key)
+
+    def verify(self, run_id: str) -> list[str]:
+        """What changed in a sealed run since sealing (empty when intact); see :meth:`verification`."""
+        return self.verification(run_id).changes
 
     def verify_or_raise(self, run_id: str) -> None:
         changes = self.verify(run_id)

@@ -50,10 +50,12 @@ def execute_gate(
 
     policy_file = Path(policy_file)
     policy = load_policy(policy_file)
-    infos = {role: tracker.run(run_id) for role, run_id in (("baseline", baseline), ("candidate", candidate))}
+    # Intact first: a run's tags (its split among them) are read only once its seal vouches for them.
+    infos = {
+        role: sealed_and_intact(tracker, run_id) for role, run_id in (("baseline", baseline), ("candidate", candidate))
+    }
     for role, info in infos.items():
         require_release(info.tags, info.run_id, role)
-        sealed_and_intact(tracker, info.run_id)
     check_comparable(infos["baseline"], [infos["candidate"]])
     base, cand = tracker.run_artifacts(baseline), tracker.run_artifacts(candidate)
     before, after = wide_scores(base.per_query), wide_scores(cand.per_query)

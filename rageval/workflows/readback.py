@@ -3,6 +3,7 @@ benchmark judgments they were evaluated against."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,9 +91,7 @@ def candidate_ids(
     members: list[str] = []
     left_out: list[str] = []
     if sweep is not None:
-        if tracker.run(sweep).tags.get("rageval.kind") != "sweep":
-            raise ComparisonError(f"run {sweep} is not a sweep's parent run (no rageval.kind=sweep tag)")
-        for child in tracker.children(sweep):
+        for child in sweep_children(tracker, sweep):
             if child.sealed:
                 members.append(child.run_id)
             else:
@@ -102,6 +101,49 @@ def candidate_ids(
     if not ids:
         raise ComparisonError("nothing to compare: give --candidate RUN, or --sweep PARENT with sealed members")
     return ids, members, left_out
+
+
+def sweep_children(tracker: Tracker, sweep: str) -> list[RunInfo]:
+    """A sweep's member runs. Membership is the members' ``mlflow.parentRunId`` tag, a tag anyone
+    can set or remove; so a sealed parent must verify, and where the parent recorded its members
+    (``summary.json``, written when the sweep ended) the runs carrying the tag must be exactly those."""
+    parent = tracker.run(sweep)
+    if parent.tags.get("rageval.kind") != "sweep":
+        raise ComparisonError(f"run {sweep} is not a sweep's parent run (no rageval.kind=sweep tag)")
+    if parent.sealed:
+        tracker.verify_or_raise(sweep)
+    children = tracker.children(sweep)
+    recorded = _recorded_members(tracker, sweep)
+    if recorded is None:
+        return children
+    found = {c.run_id for c in children}
+    differences = [
+        f"run {c.run_id} ({c.name}) has mlflow.parentRunId = {sweep}, but the sweep's summary.json does not list it"
+        for c in children
+        if c.run_id not in recorded
+    ] + [
+        f"sweep member {name} (run {run_id}) is listed in the sweep's summary.json but no longer has "
+        f"mlflow.parentRunId = {sweep}"
+        for run_id, name in recorded.items()
+        if run_id not in found
+    ]
+    if differences:
+        raise ComparisonError(
+            f"the members of sweep {sweep} in the store are not the ones it recorded: a member's tags were changed",
+            differences=differences,
+        )
+    return children
+
+
+def _recorded_members(tracker: Tracker, sweep: str) -> dict[str, str] | None:
+    """Run ID → member name, from the sweep parent's summary.json (``None``: the sweep recorded no
+    summary, e.g. its process was killed)."""
+    with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+        try:
+            summary = json.loads(tracker.download(sweep, "summary.json", Path(tmp)).read_text(encoding="utf-8"))
+        except (TrackingError, ValueError):
+            return None
+    return {m["run_id"]: m["name"] for m in summary.get("members", []) if m.get("run_id")}
 
 
 def load_inputs(

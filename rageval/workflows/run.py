@@ -1,10 +1,13 @@
 """``rageval run``: configuration → MLflow run → executed notebook → sealed run.
 
 Order matters for honesty: everything that can be checked is checked before a run exists
-(configuration, overrides, notebook parameters, the benchmark and its hashes). The notebook then
+(configuration, overrides, notebook parameters, the benchmark and its hashes, the chunk labels a
+passage-level evaluation will use — on the release split, unreviewed migrated labels are refused
+here, so the refused run is neither created nor counted as a release evaluation). The notebook then
 logs results into the run; the executed notebook is attached; the run is sealed last. A notebook
-error ends the run FAILED (never sealed); a killed process leaves a RUNNING, unsealed run that
-nothing treats as a result.
+error ends the run FAILED (never sealed). A killed process leaves a RUNNING, unsealed run that
+nothing treats as a result; the next run (or ``rageval runs --reap``) ends it KILLED, since its
+owner process is gone.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from typing import Any
 
 import pandas as pd
 
-from rageval.benchmark.chunking import config_hash
+from rageval.benchmark.chunking import chunk_corpus, config_hash
 from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.benchmark.migration import chunk_labels
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import dump_config, flatten, load_config
 from rageval.config.schema import RunConfig
@@ -51,10 +55,24 @@ class RunOutcome:
     metrics: dict[str, float]
     measures: dict[str, str]  # MLflow key → measure string
     seconds: dict[str, float]
+    reaped: tuple[tuple[str, str], ...] = ()  # runs of dead processes this run ended KILLED: (ID, reason)
+
+
+def evaluation_level(config: RunConfig, benchmark: Benchmark) -> str:
+    return benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
+
+
+def check_labels(config: RunConfig, benchmark: Benchmark) -> None:
+    """Refuse now what the evaluation would refuse later: a passage-level evaluation whose chunk
+    labels are unusable (on the release split, labels migrated to this chunking and not reviewed;
+    a stale review file on any split). Raises :class:`~rageval.errors.BenchmarkError`."""
+    if evaluation_level(config, benchmark) == "passage":
+        chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
+        chunk_labels(benchmark, chunks, config.chunking, config.split)
 
 
 def run_tags(config: RunConfig, benchmark: Benchmark, config_file: Path, family: str | None = None) -> dict[str, str]:
-    level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
+    level = evaluation_level(config, benchmark)
     return {
         **git_state(config_file.resolve().parent),
         "rageval.version": RAGEVAL_VERSION,
@@ -130,6 +148,7 @@ def execute_run(
     check_parameters(notebook, extra, required=RUN_PARAMETERS)
     bench = load_benchmark(config.benchmark)
     bench.cases_for(config.split)  # an undeclared split fails here, before a run exists
+    check_labels(config, bench)
 
     recorded_overrides = [*overrides]
     if benchmark is not None:
@@ -140,6 +159,7 @@ def execute_run(
     config_yaml = dump_config(config)
     all_tags = {**run_tags(config, bench, config_file, family), **(tags or {})}
     dirty = all_tags.get("rageval.git.dirty") == "true"
+    reaped = tuple(tracker.reap())
     run_id = tracker.create_run(
         experiment,
         run_name or f"{config.name}@{config.split}",
@@ -197,4 +217,4 @@ def execute_run(
     timings["seal"] = time.perf_counter() - executed_at
     info = tracker.run(run_id)
     measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
-    return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings)
+    return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings, reaped)

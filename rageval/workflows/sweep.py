@@ -31,7 +31,7 @@ from rageval.safety import csv_bytes
 from rageval.tracking.store import Tracker
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
-from rageval.workflows.run import RUN_PARAMETERS, default_notebook, execute_run
+from rageval.workflows.run import RUN_PARAMETERS, check_labels, default_notebook, execute_run
 
 # --------------------------------------------------------------------------- progress
 
@@ -161,7 +161,14 @@ def run_sweep(
     notebook = Path(notebook).resolve() if notebook else default_notebook()
     check_parameters(notebook, dict(notebook_parameters or {}), required=RUN_PARAMETERS)
     bench = load_benchmark(sweep.members[0].config.benchmark)
+    checked = set()
+    for m in sweep.members:  # before the parent exists: a refused member would otherwise fail after it
+        key = (m.config.chunking.model_dump_json(), m.config.evaluation.level)
+        if key not in checked:
+            check_labels(m.config, bench)
+            checked.add(key)
     experiment = experiment or bench.spec.name
+    tracker.reap()
     family = (
         sweep.members[0].config.name
         if all(m.config.name == sweep.members[0].config.name for m in sweep.members)
