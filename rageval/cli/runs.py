@@ -17,9 +17,12 @@ from rageval.cli.common import (
     Timeout,
     TrackingUri,
     app,
+    echo,
     fail,
+    input_file,
     open_tracker,
-    parse_pairs,
+    output_file,
+    parse_notebook_parameters,
 )
 from rageval.errors import RagevalError, TrackingError
 
@@ -37,12 +40,11 @@ def run(
     timeout: Timeout = None,
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
-    import yaml
-
     from rageval.workflows.run import execute_run
 
     tracker = open_tracker(tracking_uri)
     try:
+        input_file(config, "CONFIG", "give a params file, e.g. params/bm25.yaml")
         outcome = execute_run(
             config,
             overrides=set_,
@@ -52,24 +54,24 @@ def run(
             experiment=experiment,
             notebook=notebook,
             timeout=timeout,
-            notebook_parameters={k: yaml.safe_load(v) for k, v in parse_pairs(parameter, "-p").items()},
+            notebook_parameters=parse_notebook_parameters(parameter),
         )
     except RagevalError as error:
         fail(error)
     for run_id, reason in outcome.reaped:
-        typer.echo(f"reaped {run_id}: now KILLED ({reason})", err=True)
-    typer.echo(f"run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)")
+        echo(f"reaped {run_id}: now KILLED ({reason})", err=True)
+    echo(f"run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)")
     m = outcome.metrics
-    typer.echo(
+    echo(
         f"queries: {int(m.get('queries_evaluated', 0))} evaluated, {int(m.get('queries_skipped', 0))} skipped "
         f"(no relevant item), {int(m.get('queries_failed', 0))} failed"
     )
     width = max(len(text) for text in outcome.measures.values())
     for key, text in outcome.measures.items():
-        typer.echo(f"  {text:<{width}}  {m.get(key, float('nan')):.4f}")
-    typer.echo(f"  {'context tokens (mean)':<{width}}  {m.get('context_tokens_mean', float('nan')):.1f}")
-    typer.echo(f"verify: rageval verify {outcome.run_id}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else ""))
-    typer.echo(f"browse: rageval ui  (store: {tracker.uri})")
+        echo(f"  {text:<{width}}  {m.get(key, float('nan')):.4f}")
+    echo(f"  {'context tokens (mean)':<{width}}  {m.get('context_tokens_mean', float('nan')):.1f}")
+    echo(f"verify: rageval verify {outcome.run_id}" + (f" --tracking-uri {tracking_uri}" if tracking_uri else ""))
+    echo(f"browse: rageval ui  (store: {tracker.uri})")
 
 
 @app.command("verify")
@@ -89,9 +91,9 @@ def verify(run_id: Annotated[str, typer.Argument()], tracking_uri: TrackingUri =
     seal = (
         "keyed seal checked" if result.key_checked else ("keyed seal NOT checked" if result.keyed else "unkeyed seal")
     )
-    typer.echo(f"run {run_id}: intact ({seal}; every {covered} matches its manifest)")
+    echo(f"run {run_id}: intact ({seal}; every {covered} matches its manifest)")
     for note in result.notes:
-        typer.echo(f"note: {note}")
+        echo(f"note: {note}")
 
 
 @app.command("runs")
@@ -108,7 +110,7 @@ def runs(
     tracker = open_tracker(tracking_uri)
     if reap:
         for run_id, reason in tracker.reap():
-            typer.echo(f"reaped {run_id}: now KILLED ({reason})")
+            echo(f"reaped {run_id}: now KILLED ({reason})")
     for info in tracker.runs(experiment):
         state = "sealed" if info.sealed else "UNSEALED"
         status, note = info.status, ""
@@ -118,7 +120,7 @@ def runs(
                 status, note = "KILLED", f"  ({owner.reason}; still RUNNING in the store: `rageval runs --reap`)"
             else:
                 note = f"  ({owner.reason})"
-        typer.echo(f"{info.run_id}  {status:<8}  {state:<8}  {info.name}{note}")
+        echo(f"{info.run_id}  {status:<8}  {state:<8}  {info.name}{note}")
 
 
 @app.command("export-run")
@@ -133,13 +135,14 @@ def export_run(
     from rageval.experiment.run import level_run
 
     try:
+        output_file(out, "--out")
         tracker = open_tracker(tracking_uri)
         tracker.verify_or_raise(run_id)
         frame = level_run(tracker.rankings(run_id), level.value)
     except RagevalError as error:
         fail(error)
     write_run(frame, out, tag=run_id[:12])
-    typer.echo(f"wrote {out}: {frame['query_id'].nunique()} queries")
+    echo(f"wrote {out}: {frame['query_id'].nunique()} queries")
 
 
 @app.command("diff-notebooks")
@@ -172,9 +175,9 @@ def diff_notebooks(
         output = done.stdout.replace(str(paths[0]), f"{run_a}:{paths[0].name}").replace(
             str(paths[1]), f"{run_b}:{paths[1].name}"
         )
-        typer.echo(output if output.strip() else "no parameter or output differences")
+        echo(output if output.strip() else "no parameter or output differences")
         if done.returncode != 0:
-            typer.echo(done.stderr, err=True)
+            echo(done.stderr, err=True)
             raise typer.Exit(done.returncode)
 
 
@@ -194,11 +197,11 @@ def reproduce_run(
         result = reproduce(run_id, tracker=open_tracker(tracking_uri), allow_dirty=allow_dirty)
     except RagevalError as error:
         fail(error)
-    typer.echo(f"original {result.original} → reproduction {result.reproduction} (record {result.record})")
-    typer.echo(result.table().to_string(index=False))
+    echo(f"original {result.original} → reproduction {result.reproduction} (record {result.record})")
+    echo(result.table().to_string(index=False))
     worst = max(result.metric_differences.values(), default=0.0)
-    typer.echo(f"largest metric difference: {worst:.3g}")
-    typer.echo(f"verdict: {result.verdict}")
+    echo(f"largest metric difference: {worst:.3g}")
+    echo(f"verdict: {result.verdict}")
     raise typer.Exit(0 if result.reproduced else 1)
 
 
@@ -224,7 +227,7 @@ def ui(
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
-            typer.echo(
+            echo(
                 f"error: port {port} on 127.0.0.1 is busy ({exc.strerror}): another server is using it, and its "
                 f"URL would show that server's runs, not this store's. Choose another port: rageval ui --port {port + 1}",
                 err=True,
@@ -267,14 +270,14 @@ def ui(
             except OSError:
                 time.sleep(0.5)
         if server.poll() is None:
-            typer.echo(f"MLflow UI: {url}  (store: {uri}; Ctrl-C stops it)")
+            echo(f"MLflow UI: {url}  (store: {uri}; Ctrl-C stops it)")
         code = server.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         _stop_group(server.pid)
     if code != 0 and not stopped:
-        typer.echo(f"error: mlflow server exited with {code} (store: {uri}, port {port})", err=True)
+        echo(f"error: mlflow server exited with {code} (store: {uri}, port {port})", err=True)
         raise typer.Exit(1)
 
 
