@@ -357,3 +357,35 @@ def test_notebooks_are_committed_without_outputs_and_display_through_safety(name
     source = "\n".join(cell.source for cell in code)
     # Every table goes through rageval.safety.styled: pandas' own Styler escapes nothing by default.
     assert ".style" not in source and "styled(" in source
+
+
+def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_latex(pair):
+    import dataclasses
+
+    store, baseline, candidate = pair
+    tracker = Tracker(store)
+    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=200, samples=500)
+    table = cmp.results_table(comparison)
+    assert list(table.index) == ["baseline", "three-candidates"]
+    assert list(table.columns) == [*comparison.measures, "p95 ms", "context tokens"]
+    mean = comparison.overall.set_index(["run", "measure"]).loc[("baseline", "nDCG@10"), "mean"]
+    assert table.loc["baseline", "nDCG@10"] == f"{mean:.4f}"
+    p95 = tracker.run(baseline).metrics["latency/total/p95_ms"]
+    assert table.loc["baseline", "p95 ms"] == f"{p95:.1f}"
+
+    # A significant gain and a significant loss are marked; the baseline never is.
+    forced = comparison.table.copy()
+    rows = (forced["run"] == "three-candidates") & (forced["slice"] == "all")
+    forced.loc[rows & (forced["measure"] == "nDCG@10"), ["delta", "p_holm"]] = [0.1, 0.001]
+    forced.loc[rows & (forced["measure"] == "AP"), ["delta", "p_holm"]] = [-0.1, 0.001]
+    forced.loc[rows & (forced["measure"] == "MRR"), ["delta", "p_holm"]] = [0.1, 0.2]
+    marked = cmp.results_table(dataclasses.replace(comparison, table=forced))
+    assert marked.loc["three-candidates", "nDCG@10"].endswith("▲")
+    assert marked.loc["three-candidates", "AP"].endswith("▼")
+    assert not marked.loc["three-candidates", "MRR"].endswith(("▲", "▼"))
+    assert not any(str(v).endswith(("▲", "▼")) for v in marked.loc["baseline"])
+
+    markdown = cmp.render(dataclasses.replace(comparison, table=forced), "markdown")
+    assert markdown.splitlines()[0].startswith("| run | nDCG@10 |") and markdown.splitlines()[1].startswith("|---|---:")
+    latex = cmp.render(dataclasses.replace(comparison, table=forced), "latex")
+    assert r"\toprule" in latex and r"$^{\uparrow}$" in latex and "nDCG@10" in latex and "three-candidates" in latex

@@ -19,6 +19,9 @@ from rageval.lazy import exports
 
 # name -> the module that defines it; each loads on first use
 _EXPORTS = {
+    "FORMATS": "rageval.analysis.formats",
+    "render": "rageval.analysis.export",
+    "results_table": "rageval.analysis.export",
     "CHUNKING_TAG": "rageval.analysis.comparability",
     "CONTRACT_PARAM": "rageval.analysis.comparability",
     "CONTRACT_PARAMS": "rageval.analysis.comparability",
@@ -68,6 +71,9 @@ _EXPORTS = {
     "total_p95_ms": "rageval.analysis.tables",
 }
 __all__ = [
+    "FORMATS",
+    "render",
+    "results_table",
     "ALL",
     "CHUNKING_TAG",
     "CONTRACT_PARAM",
@@ -138,6 +144,8 @@ if TYPE_CHECKING:
         slices_display,
     )
     from rageval.analysis.diffs import Judgments, diff_table, explain_query, ordered, recall_curve
+    from rageval.analysis.export import render, results_table
+    from rageval.analysis.formats import FORMATS
     from rageval.analysis.gate import (
         RELEASE_SPLIT,
         Decision,

@@ -51,6 +51,7 @@ class Comparison:
     differences: list[str]
     warnings: list[str]
     settings: dict[str, Any]
+    costs: pd.DataFrame = field(default_factory=pd.DataFrame)  # run, p95_ms, context_tokens (compared runs)
 
     @property
     def overall(self) -> pd.DataFrame:
@@ -163,6 +164,7 @@ def compare(
         stages=stage_table({labels[r.info.run_id]: r.stages for r in runs}, baseline),
         latency=latency[["run", "query_id", "stage", "seconds"]],
         frontier=frontier_table(sweep, labels, chosen[0]),
+        costs=frontier_table(runs, labels, chosen[0])[["run", "p95_ms", "context_tokens"]],
         differences=list(inputs.differences),
         warnings=list(inputs.warnings),
         settings={

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
+from rageval.analysis.formats import FORMATS
 from rageval.benchmark.schema import CHANGE_ACTIONS, LEVELS
 from rageval.errors import InputError, ParameterError, Problem, RagevalError
 from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, NO_RELEVANT_POLICIES, TIE_POLICIES
@@ -94,6 +95,7 @@ DuplicatePolicy = choices("DuplicatePolicy", DUPLICATE_POLICIES)
 Gain = choices("Gain", GAINS)
 NoRelevantPolicy = choices("NoRelevantPolicy", NO_RELEVANT_POLICIES)
 ChangeAction = choices("ChangeAction", CHANGE_ACTIONS)
+ResultFormat = choices("ResultFormat", FORMATS)
 
 
 def echo(text: object = "", *, err: bool = False) -> None:

@@ -9,6 +9,7 @@ import typer
 
 from rageval.cli.common import (
     EvaluateNotebook,
+    ResultFormat,
     RunExperiment,
     Timeout,
     TrackingUri,
@@ -87,6 +88,10 @@ def compare(
         list[str], typer.Option("-p", "--parameter", help="extra notebook parameter NAME=VALUE, e.g. top_n=5")
     ] = [],
     timeout: Timeout = None,
+    output: Annotated[
+        ResultFormat | None,
+        typer.Option("--format", help="also print the results table (rounded, significance marked) in this format"),
+    ] = None,
 ) -> None:
     """Compare sealed runs through the comparison notebook; record a sealed comparison run."""
     from rageval.analysis import significance_display
@@ -115,6 +120,9 @@ def compare(
         f"comparison run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)"
     )
     echo(significance_display(outcome.overall).to_string())
+    if output is not None:
+        echo()
+        echo(outcome.results.get(output.value, f"(the comparison run recorded no {output.value} results table)"))
     echo(f"browse: rageval ui  (the executed notebook and figures are artifacts of run {outcome.run_id})")
 
 

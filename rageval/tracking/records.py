@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from rageval.analysis.export import render, results_table
+from rageval.analysis.formats import RESULT_FILES
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.evaluation import metric_key
 from rageval.safety import csv_bytes
@@ -200,6 +202,9 @@ def comparison_record(comparison: Comparison, figures: Mapping[str, Figure]) -> 
         "per_query_deltas.parquet": parquet(comparison.per_query),
         "per_query_diff.csv": csv(comparison.diffs),
         "recall_at_k.csv": csv(comparison.recall),
+        # The results table to paste: rounded, significance marked, latency and context beside.
+        **{name: render(comparison, form).encode() for form, name in RESULT_FILES.items()},
+        "results.csv": csv(results_table(comparison), index=True),
     }
     if not comparison.stages.empty:
         files["stages.csv"] = csv(comparison.stages)

@@ -14,6 +14,7 @@ import pandas as pd
 from rageval.analysis import (
     check_comparable,
 )
+from rageval.analysis.formats import RESULT_FILES
 from rageval.errors import NotebookExecutionError, TrackingError
 from rageval.paths import project_root
 from rageval.tracking.store import Tracker
@@ -40,6 +41,7 @@ class ComparisonOutcome:
     overall: pd.DataFrame
     differences: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    results: dict[str, str] = field(default_factory=dict)  # format → the results table (results.txt/.md/.tex)
 
 
 def execute_comparison(
@@ -118,9 +120,15 @@ def execute_comparison(
                 f"run {run_id} FAILED: the notebook logged no comparison", run_id=run_id
             ) from exc
         overall = pd.read_csv(logged)
+        results = {}
+        for form, file in RESULT_FILES.items():
+            try:
+                results[form] = tracker.download(run_id, file, Path(tmp)).read_text(encoding="utf-8")
+            except TrackingError:
+                continue  # a notebook of its own may log only the tables it needs
     try:
         digest = tracker.seal(run_id)
     except Exception as exc:
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
-    return ComparisonOutcome(run_id, name, digest, baseline, ids, overall, found, warnings)
+    return ComparisonOutcome(run_id, name, digest, baseline, ids, overall, found, warnings, results)

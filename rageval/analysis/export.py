@@ -1,0 +1,102 @@
+"""The comparison's results as one table people paste into papers and PRs: each run's quality
+measures, rounded, marked where the difference from the baseline is significant (Holm-corrected),
+beside its p95 latency and mean context tokens — as text, Markdown or LaTeX."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+from rageval.analysis.comparison import Comparison
+from rageval.analysis.formats import Format
+from rageval.safety import strip_control
+
+# Significantly better / worse than the baseline, per format.
+_MARKS = {"text": ("▲", "▼"), "markdown": ("▲", "▼"), "latex": (r"$^{\uparrow}$", r"$^{\downarrow}$")}
+
+
+def results_table(
+    comparison: Comparison, *, digits: int = 4, alpha: float = 0.05, form: Format = "text"
+) -> pd.DataFrame:
+    """One row per run (the baseline first), one column per measure (its mean over every evaluated
+    query), then p95 latency (ms) and mean context tokens. A candidate's mean is marked when its
+    paired randomization test, Holm-corrected over measures × slices, gives p below ``alpha``."""
+    better, worse = _MARKS[form]
+    overall = comparison.overall.set_index(["run", "measure"])
+    runs = [comparison.baseline, *comparison.candidates]
+    costs = comparison.costs.set_index("run") if not comparison.costs.empty else pd.DataFrame()
+    rows = []
+    for run in runs:
+        row: dict[str, str] = {"run": run}
+        for measure in comparison.measures:
+            cell = overall.loc[(run, measure)]
+            mean = cell["mean"]
+            text = "–" if pd.isna(mean) else f"{mean:.{digits}f}"
+            if run != comparison.baseline and pd.notna(cell["p_holm"]) and cell["p_holm"] < alpha:
+                text += better if cell["delta"] > 0 else worse
+            row[measure] = text
+        for column, name, fmt in (("p95_ms", "p95 ms", "{:.1f}"), ("context_tokens", "context tokens", "{:.0f}")):
+            value = costs[column].get(run) if column in costs else None
+            row[name] = "–" if value is None or pd.isna(value) else fmt.format(value)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("run")
+
+
+def legend(alpha: float = 0.05, form: Format = "text") -> str:
+    better, worse = _MARKS[form]
+    return (
+        f"{better} / {worse}: better / worse than the baseline (paired randomization test, Holm-corrected "
+        f"over measures and slices, p < {alpha}); means over each run's evaluated queries."
+    )
+
+
+def render(comparison: Comparison, form: Format = "text", *, digits: int = 4, alpha: float = 0.05) -> str:
+    """The results table in ``form``, with its legend."""
+    table = results_table(comparison, digits=digits, alpha=alpha, form=form)
+    if form == "markdown":
+        return f"{_markdown(table)}\n\n{legend(alpha, form)}\n"
+    if form == "latex":
+        body = table.rename(index=_latex_text, columns=_latex_text).map(_latex_cell)
+        latex = body.style.to_latex(hrules=True, column_format="l" + "r" * len(body.columns))
+        return f"{latex}% {legend(alpha, form)}\n"
+    return f"{table.to_string()}\n{legend(alpha, form)}\n"
+
+
+def _markdown(table: pd.DataFrame) -> str:
+    def cell(value: object) -> str:
+        # HTML escaped too: a notebook renders Markdown, and run names are text users wrote.
+        return html.escape(strip_control(str(value)), quote=False).replace("|", r"\|").replace("\n", " ")
+
+    header = [table.index.name or "", *table.columns]
+    lines = [
+        "| " + " | ".join(cell(h) for h in header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * len(table.columns)) + "|",
+    ]
+    for index, row in table.iterrows():
+        lines.append("| " + " | ".join(cell(v) for v in (index, *row.tolist())) + " |")
+    return "\n".join(lines)
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def _latex_text(value: object) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in strip_control(str(value)))
+
+
+def _latex_cell(value: object) -> str:
+    # Marks are LaTeX already; the number before them has nothing to escape.
+    text = str(value)
+    return text if "$" in text else _latex_text(text).replace("–", "--")
