@@ -18,7 +18,7 @@ from rageval.benchmark.chunking import Chunk, chunk_document, chunk_qrels, confi
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.schema import Case, ChunkingConfig
 from rageval.errors import BenchmarkError, Problem
-from rageval.io import read_jsonl
+from rageval.io import file_problem, read_jsonl
 from rageval.judging.schema import At, ExtraItem, Found, PoolItem, PoolManifest, SheetRow, valid_rows
 from rageval.validation import absent_columns
 
@@ -248,8 +248,9 @@ def _covered(case: Case, item: ExtraItem, passage: bool) -> bool:
 def read_extra(path: str | Path, benchmark: Benchmark, split: str) -> list[tuple[int, ExtraItem]]:
     """Read a ``--add`` file (JSON lines of queryId, documentId[, start, end]) and check each line."""
     path = Path(path)
-    if not path.is_file():
-        raise BenchmarkError(Problem(file=str(path), message="file not found", fix="check the --add path"))
+    missing = file_problem(path)
+    if missing is not None:
+        raise BenchmarkError(Problem(file=str(path), message=missing.message, fix="check the --add path"))
     rows, problems = read_jsonl(path)
     cases = {case.queryId for case in benchmark.cases_for(split)}
     check = partial(_extra_problem, benchmark=benchmark, cases=cases, split=split)

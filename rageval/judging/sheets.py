@@ -15,7 +15,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from rageval.errors import BenchmarkError, Problem
-from rageval.io import read_jsonl, read_table
+from rageval.io import file_problem, read_json, read_jsonl, read_table
 from rageval.judging.pooling import Pool
 from rageval.judging.schema import (
     POOL_FILE,
@@ -61,15 +61,13 @@ def read_pool(path: str | Path) -> PoolManifest:
     path = Path(path)
     if path.is_dir():
         path = path / POOL_FILE
-    if not path.is_file():
+    if file_problem(path) is not None:
         raise BenchmarkError(
             Problem(file=str(path), message="no pool here", fix="give the folder `rageval judge pool` wrote")
         )
+    data = read_json(path, BenchmarkError)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         return PoolManifest.model_validate(data)
-    except json.JSONDecodeError as exc:
-        raise BenchmarkError(Problem(file=str(path), line=exc.lineno, message=f"malformed JSON: {exc.msg}")) from None
     except ValidationError as exc:
         raise BenchmarkError(problems_from_validation(exc, file=str(path), model=PoolManifest)) from None
 
@@ -85,16 +83,28 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
     Rows without a grade are not labels and are skipped."""
     problems: list[Problem] = []
     seen: dict[tuple[str, str], str] = {}  # (item, assessor) -> file:line of the first label
-    labels = []
+    labels: list[tuple[str, str, str, int, str, str]] = []
     check = partial(_sheet_problem, manifest=manifest, seen=seen)
     for path in paths:
         rows, read_problems = read_table(path)
         problems.extend(read_problems)
+        before, errors = len(labels), len(problems)
         for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"], check=check):
             if row.grade is not None:  # a row without a grade is context, not a label
                 where = f"{path}:{line}"
                 seen[row.itemId, row.assessor_name] = where
                 labels.append((row.itemId, row.queryId, row.assessor_name, row.grade, row.notes or "", where))
+        if len(labels) == before and len(problems) == errors:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    field="grade",
+                    message=f"no row of the sheet has a grade ({len(rows)} row(s)): is this the blank sheet?",
+                    fix="fill in the grade (and assessor) columns, or leave the sheet out",
+                )
+            )
+    if not paths:
+        problems.append(Problem(file="<sheets>", message="no sheet given", fix="give the filled sheets to import"))
     if problems:
         raise BenchmarkError(problems)
     frame = pd.DataFrame(labels, columns=LABEL_COLUMNS)
@@ -156,8 +166,11 @@ def write_labels(labels: pd.DataFrame, path: str | Path) -> Path:
 def read_labels(path: str | Path) -> pd.DataFrame:
     """Read ``labels.jsonl`` back into a labels frame (``LABEL_COLUMNS``); every bad line is reported."""
     path = Path(path)
-    if not path.is_file():
-        raise BenchmarkError(Problem(file=str(path), message="file not found", fix="run `rageval judge import` first"))
+    missing = file_problem(path)
+    if missing is not None:
+        raise BenchmarkError(
+            Problem(file=str(path), message=missing.message, fix="run `rageval judge import` first, or check the path")
+        )
     rows, problems = read_jsonl(path)
     records = [record for _, record in valid_rows(rows, LabelRecord, str(path), problems)]
     if problems:
