@@ -60,6 +60,30 @@ def file_problem(path: Path, file: str | None = None) -> Problem | None:
     return Problem(file=file, message="file not found", fix="check the path")
 
 
+def is_file(path: Path) -> bool:
+    """``path.is_file()``, False for a name the system refuses (too long, a NUL byte) as for a missing file."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def make_folder(path: Path, error: type[InputError] = InputError) -> Path:
+    """Create the folder ``path`` (and its parents) to write into; a file in the way, or a folder
+    that cannot be made, raises ``error`` naming it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise error(
+            Problem(file=str(path), message="is a file, not a folder", fix="choose a folder to write into")
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise error(
+            Problem(file=str(path), message=f"cannot be made: {_reason(exc)}", fix="choose another folder")
+        ) from None
+    return path
+
+
 def read_bytes(path: Path, file: str | None = None) -> bytes:
     """The bytes of a file; raises :class:`InputError` naming it when it cannot be read."""
     file = str(path) if file is None else file
@@ -128,6 +152,17 @@ def read_lines(path: Path, problems: list[Problem], file: str | None = None) -> 
                 text = raw[skip:].decode("utf-8")
             except UnicodeDecodeError as exc:
                 problems.append(_not_utf8(file, raw, skip + exc.start, exc.reason, number, offset))
+                return
+            if text.startswith("\ufeff"):  # a mark that is not the file's first bytes: files joined?
+                problems.append(
+                    Problem(
+                        file=file,
+                        line=number,
+                        message=f"a byte-order mark at the start of line {number}, inside the file "
+                        "(were files joined with their marks?)",
+                        fix="remove it: it would become part of the line's first value",
+                    )
+                )
                 return
             offset += len(raw)
             text = text[:-1] if text.endswith("\n") else text
@@ -282,6 +317,8 @@ def read_table(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list
 def _csv_rows(text: str, file: str) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
     records: list[tuple[int, dict[str, Any]]] = []
     found: list[Problem] = []
+    if not text.strip():
+        return records, found  # no header, no rows: the caller says whether that is wrong
     limit = csv.field_size_limit()
     # A cell may be as long as the file (a document's text): the limit is raised for this read only.
     csv.field_size_limit(max(limit, len(text) + 1))

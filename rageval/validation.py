@@ -92,7 +92,7 @@ def problems_from_validation(
         tagged = [p for i, p in enumerate(raw) if p in tags and i and isinstance(raw[i - 1], int)]
         loc = prefix + tuple(p for i, p in enumerate(raw) if not (p in tags and i and isinstance(raw[i - 1], int)))
         kind = err["type"]
-        where = line
+        where = line if line is not None or loc else 1  # a problem of the whole document: its start
         if lines is not None:
             for depth in range(len(loc), 0, -1):
                 if loc[:depth] in lines:
@@ -114,7 +114,7 @@ def problems_from_validation(
             if "input" in err and kind not in ("value_error",) and not isinstance(err["input"], (dict, list)):
                 message += f" (got {shorten(repr(err['input']))})"
             fix = None
-        problems.append(Problem(file=file, line=where, field=field_path(loc), message=message, fix=fix))
+        problems.append(Problem(file=file, line=where, field=field_path(loc) or None, message=message, fix=fix))
     return problems
 
 

@@ -188,3 +188,14 @@ def test_a_params_file_with_final_k_twice_is_refused(tmp_path):
     assert (problem.file, problem.field, problem.line) == (str(path), "final_k", len(lines))
     first = next(i for i, line in enumerate(lines, 1) if line.startswith("final_k:"))
     assert problem.message == f"key 'final_k' is given twice (on lines {first} and {len(lines)})"
+
+
+def test_an_override_key_with_an_empty_part_is_refused():
+    for override in ("retrieval..k1=1", ".=1", "final_k.=2"):
+        with pytest.raises(ConfigError) as raised:
+            load_config(BM25, [override])
+        (problem,) = raised.value.problems
+        assert (problem.file, problem.field) == ("--set", override) and "has an empty part" in problem.message
+    with pytest.raises(ConfigError) as raised:
+        load_config(BM25, [""])
+    assert raised.value.problems[0].field == "''"

@@ -284,3 +284,12 @@ def test_an_empty_beir_split_or_a_repeated_id_is_refused(tmp_path):
         handle.write('{"_id": "1", "text": "again"}\n')
     (repeat,) = beir_problems(source, tmp_path)
     assert (repeat.line, repeat.field, repeat.message) == (4, "_id", "_id '1' repeats (first on line 1)")
+
+
+def test_an_out_folder_that_is_a_file_is_named(tmp_path):
+    source = write_beir(tmp_path / "beir", [("1", "d1", 1)])
+    (tmp_path / "taken").write_text("a file")
+    with pytest.raises(BenchmarkError) as raised:
+        import_beir(source, tmp_path / "taken", name="toy", version="1", splits={"test": "dev"})
+    (problem,) = raised.value.problems
+    assert (problem.file, problem.message) == (str(tmp_path / "taken"), "is a file, not a folder")

@@ -276,3 +276,15 @@ def test_every_yaml_reader_refuses_duplicate_keys_and_alias_bombs(tmp_path, name
     path.write_bytes(b"name: caf\xe9\n")
     with pytest.raises(InputError, match="not UTF-8: byte 0xe9 at byte offset 9"):
         read(path)
+
+
+def test_a_byte_order_mark_inside_a_file_is_refused_not_read_into_an_id(tmp_path):
+    path = tmp_path / "qrels"
+    path.write_bytes(b"\xef\xbb\xbfq1 0 d1 1\n\xef\xbb\xbfq2 0 d2 1\n")  # two exported files joined
+    problems: list = []
+    assert list(read_lines(path, problems)) == [(1, "q1 0 d1 1")]
+    (problem,) = problems
+    assert (problem.line, problem.message) == (
+        2,
+        "a byte-order mark at the start of line 2, inside the file (were files joined with their marks?)",
+    )

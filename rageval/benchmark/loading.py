@@ -33,7 +33,7 @@ from rageval.benchmark.schema import (
 )
 from rageval.errors import BenchmarkError, Problem
 from rageval.hashing import sha256_file, sha256_text
-from rageval.io import file_problem, read_jsonl, read_yaml
+from rageval.io import file_problem, is_file, make_folder, read_jsonl, read_yaml
 from rageval.validation import key_part_problem, problems_from_validation, shorten
 
 DATA_FILES = (DOCUMENTS_FILE, CASES_FILE)
@@ -184,7 +184,7 @@ def _check_hashes(
                 )
             )
     for name, expected in spec.files.items():
-        found = actual.get(name) or (sha256_file(root / name) if (root / name).is_file() else None)
+        found = actual.get(name) or (sha256_file(root / name) if is_file(root / name) else None)
         where = lines.get(("files", name))
         if found is None:
             problems.append(
@@ -378,7 +378,7 @@ def write_benchmark(
                 fix="versions are append-only: choose a new --out folder",
             )
         )
-    root.mkdir(parents=True, exist_ok=True)
+    make_folder(root, BenchmarkError)
     for name, rows in ((DOCUMENTS_FILE, documents), (CASES_FILE, cases)):
         with (root / name).open("w", encoding="utf-8") as handle:
             for row in rows:

@@ -28,9 +28,24 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(
-            Problem(file="--set", field=text, message="expected key=value", fix="e.g. --set retrieval.stages.0.k1=1.2")
+            Problem(
+                file="--set",
+                field=shorten(text) or "''",
+                message="expected key=value",
+                fix="e.g. --set retrieval.stages.0.k1=1.2",
+            )
         )
-    path: list[str | int] = [int(p) if re.fullmatch(r"[0-9]{1,9}", p) else p for p in key.strip().split(".")]
+    parts = key.strip().split(".")
+    if "" in parts:
+        raise ConfigError(
+            Problem(
+                file="--set",
+                field=shorten(text),
+                message=f"the key path {key.strip()!r} has an empty part",
+                fix="separate keys by single dots, e.g. retrieval.stages.0.k1",
+            )
+        )
+    path: list[str | int] = [int(p) if re.fullmatch(r"[0-9]{1,9}", p) else p for p in parts]
     value, _ = parse_yaml(raw, f"--set {shorten(text)}", ConfigError, field=key.strip())
     return path, value
 

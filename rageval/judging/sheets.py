@@ -15,7 +15,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from rageval.errors import BenchmarkError, Problem
-from rageval.io import file_problem, read_json, read_jsonl, read_table
+from rageval.io import file_problem, make_folder, read_json, read_jsonl, read_table
 from rageval.judging.pooling import Pool
 from rageval.judging.schema import (
     POOL_FILE,
@@ -42,7 +42,7 @@ def write_pool(result: Pool, out: str | Path) -> dict[str, Path]:
         raise BenchmarkError(
             Problem(file=str(folder / POOL_FILE), message="a pool exists here already", fix="choose a new --out folder")
         )
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder, BenchmarkError)
     paths = {"pool": folder / POOL_FILE, "csv": folder / SHEET_CSV, "jsonl": folder / SHEET_JSONL}
     paths["pool"].write_text(result.manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
     rows = [row.model_dump(mode="json") for row in result.sheet]
@@ -86,9 +86,9 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
     labels: list[tuple[str, str, str, int, str, str]] = []
     check = partial(_sheet_problem, manifest=manifest, seen=seen)
     for path in paths:
+        before, errors = len(labels), len(problems)
         rows, read_problems = read_table(path)
         problems.extend(read_problems)
-        before, errors = len(labels), len(problems)
         for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"], check=check):
             if row.grade is not None:  # a row without a grade is context, not a label
                 where = f"{path}:{line}"
