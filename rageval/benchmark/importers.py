@@ -17,7 +17,7 @@ from rageval.benchmark.trec import read_qrels, read_topics, whole_number
 from rageval.errors import BenchmarkError, InputError, Problem
 from rageval.hashing import sha256_file
 from rageval.io import file_problem, read_jsonl, read_lines, read_text
-from rageval.validation import Slug, Strict, problems_from_validation, valid_rows
+from rageval.validation import Slug, Strict, problems_from_validation, shorten, valid_rows
 
 Record = TypeVar("Record", bound="BeirRecord")
 
@@ -60,7 +60,7 @@ def _build_cases(
     for qid, (split, grades) in sorted(judged.items(), key=lambda item: _natural(item[0])):
         if qid not in queries:
             problems.append(
-                Problem(file=qrels_file, field="query-id", message=f"query '{qid}' has judgments but no text")
+                Problem(file=qrels_file, field="query-id", message=f"query '{shorten(qid)}' has judgments but no text")
             )
             continue
         unknown = sorted(d for d in grades if d not in known_docs)
@@ -69,7 +69,7 @@ def _build_cases(
                 Problem(
                     file=qrels_file,
                     field="corpus-id",
-                    message=f"query '{qid}' judges unknown documents: {', '.join(unknown[:5])}",
+                    message=f"query '{shorten(qid)}' judges unknown documents: {', '.join(shorten(u) for u in unknown[:5])}",
                 )
             )
             continue
@@ -140,7 +140,7 @@ def _beir_rows(path: Path, model: type[Record], problems: list[Problem]) -> list
                     file=str(path),
                     line=number,
                     field="_id",
-                    message=f"_id '{key}' repeats (first on line {seen[key]})",
+                    message=f"_id '{shorten(key)}' repeats (first on line {seen[key]})",
                     fix="IDs must be unique",
                 )
             )
@@ -206,7 +206,7 @@ def _beir_qrels(
                     file=file,
                     line=number,
                     field="query-id",
-                    message=f"query '{qid}' is judged in two splits ({judged[qid][0]} and {split})",
+                    message=f"query '{shorten(qid)}' is judged in two splits ({judged[qid][0]} and {split})",
                     fix="map each query's qrels to one benchmark split",
                 )
             )
@@ -219,7 +219,7 @@ def _beir_qrels(
                     file=file,
                     line=number,
                     field="score",
-                    message=f"query '{qid}' judges document '{did}' {grades[did]} on {where} and {mapped} here",
+                    message=f"query '{shorten(qid)}' judges document '{shorten(did)}' {grades[did]} on {where} and {mapped} here",
                     fix="keep one grade per query and document",
                 )
             )
@@ -274,7 +274,7 @@ def import_beir(
                 Problem(
                     file="--split",
                     field=f"{beir_split}={split}",
-                    message=f"'{split}' is not a benchmark split rageval knows ({', '.join(IMPORT_SPLITS)})",
+                    message=f"'{shorten(split)}' is not a benchmark split rageval knows ({', '.join(IMPORT_SPLITS)})",
                     fix="map each BEIR split to dev or release, e.g. --split train=dev --split test=release "
                     "(declare another split name explicitly if you mean it)",
                 )
@@ -300,7 +300,7 @@ def import_beir(
                     file=str(queries_file),
                     line=queries[qid][0],
                     field="text",
-                    message=f"query '{qid}' is judged but its text is empty",
+                    message=f"query '{shorten(qid)}' is judged but its text is empty",
                     fix="write the query's text, or drop its judgments",
                 )
             )
@@ -364,7 +364,7 @@ def _trec_documents(path: Path) -> list[Document]:
                     file=str(path),
                     line=number,
                     field="id",
-                    message=f"document '{document.id}' repeats (first on line {seen[document.id]})",
+                    message=f"document '{shorten(document.id)}' repeats (first on line {seen[document.id]})",
                     fix="IDs must be unique",
                 )
             )
@@ -475,7 +475,7 @@ def import_trec(
         for grade in set(grades.values()):
             wrong = _map_grade(grade, grade_map, str(qrels), None)
             if wrong is not None:
-                problems.append(replace(wrong, message=f"{wrong.message} (query '{qid}')"))
+                problems.append(replace(wrong, message=f"{wrong.message} (query '{shorten(qid)}')"))
         judged[qid] = (split, {d: grade_map.get(g, g) for d, g in grades.items()})
     if problems:
         raise BenchmarkError(problems)

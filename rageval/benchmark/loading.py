@@ -66,7 +66,7 @@ class Benchmark:
                 Problem(
                     file=str(self.path / BENCHMARK_FILE),
                     field="splits",
-                    message=f"split '{split}' is not declared (splits: {', '.join(self.spec.splits)})",
+                    message=f"split '{shorten(split)}' is not declared (splits: {', '.join(self.spec.splits)})",
                     fix="choose one of the declared splits",
                 )
             )
@@ -230,7 +230,7 @@ def _first_lines(rows: Iterable[tuple[int, str]], file: str, what: str, problems
                     file=file,
                     line=number,
                     field="id" if what == "document" else "queryId",
-                    message=f"duplicate {what} ID '{key}' (first on line {seen[key]})",
+                    message=f"duplicate {what} ID '{shorten(key)}' (first on line {seen[key]})",
                     fix="IDs must be unique",
                 )
             )
@@ -269,14 +269,14 @@ def _check_cases(
             problem(
                 line,
                 "corpusVersion",
-                f"judged against corpus '{case.corpusVersion}', but the snapshot is '{spec.corpusVersion}'",
+                f"judged against corpus '{shorten(case.corpusVersion)}', but the snapshot is '{spec.corpusVersion}'",
                 "re-judge the case against this corpus, or migrate its labels",
             )
         if spec is not None and case.split not in spec.splits:
             problem(
                 line,
                 "split",
-                f"split '{case.split}' is not declared in benchmark.yaml",
+                f"split '{shorten(case.split)}' is not declared in benchmark.yaml",
                 f"use one of: {', '.join(spec.splits)}",
             )
         for index, label in enumerate(case.slice):
@@ -297,7 +297,7 @@ def _check_cases(
                 problem(
                     line,
                     f"{where}.documentId",
-                    f"unknown document '{item.documentId}'",
+                    f"unknown document '{shorten(item.documentId)}'",
                     "judge a document of documents.jsonl",
                 )
                 continue
@@ -319,14 +319,14 @@ def _check_cases(
                     problem(
                         line,
                         f"{where}.end" if end > length else f"{where}.start",
-                        f"offsets {start}–{end} fall outside document '{item.documentId}' "
+                        f"offsets {start}–{end} fall outside document '{shorten(item.documentId)}' "
                         f"(text length {length}) or are empty",
                         "offsets are character positions into the document's text, start < end",
                     )
             unit = (item.documentId, item.start, item.end) if passage_unit else (item.documentId, None, None)
             if unit in seen_units:
                 first, grade = seen_units[unit]
-                what = f"document '{item.documentId}'" + (f" {item.start}–{item.end}" if item.span else "")
+                what = f"document '{shorten(item.documentId)}'" + (f" {item.start}–{item.end}" if item.span else "")
                 grades = f" with grades {grade} and {item.grade}" if grade != item.grade else ""
                 problem(
                     line,

@@ -17,6 +17,7 @@ import pandas as pd
 
 from rageval.errors import InputError, Problem
 from rageval.io import read_lines, read_text
+from rageval.validation import shorten
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _NUMBER = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
@@ -87,7 +88,7 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
                     file=file,
                     line=number,
                     field="grade",
-                    message=f"query '{qid}' judges document '{docno}' {grades[docno]} on line {line} "
+                    message=f"query '{shorten(qid)}' judges document '{shorten(docno)}' {grades[docno]} on line {line} "
                     f"and {grade} here{judges}",
                     fix="keep one grade per query and document (merge judge groups before evaluating)",
                 )
@@ -251,7 +252,7 @@ def read_topics(path: str | Path, field: str = "title") -> dict[str, str]:
                     file=str(path),
                     line=line,
                     field=field,
-                    message=f"topic '{num}' has no {field} text",
+                    message=f"topic '{shorten(num)}' has no {field} text",
                     fix="write its text, or read another --field",
                 )
             )
@@ -261,7 +262,7 @@ def read_topics(path: str | Path, field: str = "title") -> dict[str, str]:
                     file=str(path),
                     line=line,
                     field="num",
-                    message=f"topic '{num}' is given twice with different texts (first on line {first[num]})",
+                    message=f"topic '{shorten(num)}' is given twice with different texts (first on line {first[num]})",
                     fix="keep one",
                 )
             )

@@ -29,7 +29,7 @@ from rageval.judging.schema import (
     outside_rubric,
     valid_rows,
 )
-from rageval.validation import problems_from_validation
+from rageval.validation import problems_from_validation, shorten
 
 # A labels frame: one row per assessor and item; ``source`` is the sheet's file:line.
 LABEL_COLUMNS = ["item_id", "query_id", "assessor", "grade", "notes", "source"]
@@ -117,12 +117,14 @@ def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tup
     item = manifest.item(row.itemId)
     if item is None:
         return at(
-            field="itemId", message=f"unknown item '{row.itemId}'", fix="keep the itemId column of the sheet as written"
+            field="itemId",
+            message=f"unknown item '{shorten(row.itemId)}'",
+            fix="keep the itemId column of the sheet as written",
         )
     if item.queryId != row.queryId:
         return at(
             field="queryId",
-            message=f"item '{row.itemId}' belongs to case '{item.queryId}', not '{row.queryId}'",
+            message=f"item '{shorten(row.itemId)}' belongs to case '{shorten(item.queryId)}', not '{shorten(row.queryId)}'",
             fix="keep the queryId column as written",
         )
     if row.grade is None:
@@ -140,7 +142,7 @@ def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tup
     if (row.itemId, assessor) in seen:
         return at(
             field="itemId",
-            message=f"'{assessor}' labelled item '{row.itemId}' already at {seen[row.itemId, assessor]}",
+            message=f"'{assessor}' labelled item '{shorten(row.itemId)}' already at {seen[row.itemId, assessor]}",
             fix="keep one label per item and assessor",
         )
     return None
