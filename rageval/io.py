@@ -4,15 +4,16 @@ TREC formats), each read with the line of every record so that a problem names i
 Every reader here holds the same rules, so that no format is stricter or laxer than another:
 
 - **Encoding.** UTF-8, with or without a byte-order mark (Excel's "CSV UTF-8" writes one); the
-  mark is never part of the first value. Any other byte sequence is an error naming the file, the
-  line and the byte offset of the first byte that is not UTF-8, never a silently replaced character.
+  mark is never part of the first value, and a mark starting a later line (files joined) is an
+  error. Any other byte sequence is an error naming the file, the line and the byte offset of the
+  first byte that is not UTF-8, never a silently replaced character.
 - **Files.** A missing file, a folder given as a file, a file that cannot be read: one problem
   naming it, never an ``OSError``.
 - **Keys.** A key given twice in one YAML mapping or JSON object is an error naming both lines
   (YAML and JSON would silently keep the last one).
 - **YAML aliases** may add at most :data:`ALIAS_BUDGET` values to a document (a "billion laughs"
-  document is refused in milliseconds), and may not refer to themselves; a document nested deeper
-  than Python's recursion allows is refused too.
+  document is refused in milliseconds), and may not refer to themselves; collections may nest at
+  most :data:`DEPTH_LIMIT` deep (PyYAML's own scanner is quadratic in flow depth).
 - **Values.** JSON's ``NaN``/``Infinity`` extensions, numbers too large for a float, lone UTF-16
   surrogates (``"\\ud800"``), and control characters escaped into YAML values are errors: they would
   turn into wrong numbers or crash a later writer.
@@ -399,11 +400,12 @@ class _Loader(_SafeLoader):
             line = key_node.start_mark.line + 1
             if key in seen:
                 lines = f"on line {line}" if seen[key] == line else f"on lines {seen[key]} and {line}"
+                name = str(key) if len(str(key)) <= 60 else f"{str(key)[:50]}…"
                 raise _Refused(
                     line,
-                    f"key '{key}' is given twice ({lines})",
+                    f"key '{name}' is given twice ({lines})",
                     "keep one of them: YAML would silently use the last",
-                    field=str(key),
+                    field=name,
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
