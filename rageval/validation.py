@@ -8,9 +8,9 @@ from :class:`Strict`: unknown keys are errors, values are not coerced, models ar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from functools import cache
-from typing import Annotated, Any, get_args, get_origin
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cache, partial
+from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -92,7 +92,7 @@ def problems_from_validation(
         tagged = [p for i, p in enumerate(raw) if p in tags and i and isinstance(raw[i - 1], int)]
         loc = prefix + tuple(p for i, p in enumerate(raw) if not (p in tags and i and isinstance(raw[i - 1], int)))
         kind = err["type"]
-        where = line
+        where = line if line is not None or loc else 1  # a problem of the whole document: its start
         if lines is not None:
             for depth in range(len(loc), 0, -1):
                 if loc[:depth] in lines:
@@ -112,9 +112,9 @@ def problems_from_validation(
         else:
             message = err["msg"].removeprefix("Value error, ")
             if "input" in err and kind not in ("value_error",) and not isinstance(err["input"], (dict, list)):
-                message += f" (got {err['input']!r})"
+                message += f" (got {shorten(repr(err['input']))})"
             fix = None
-        problems.append(Problem(file=file, line=where, field=field_path(loc), message=message, fix=fix))
+        problems.append(Problem(file=file, line=where, field=field_path(loc) or None, message=message, fix=fix))
     return problems
 
 
@@ -130,12 +130,102 @@ def allowed_keys(model: type[BaseModel]) -> dict[str, list[str]]:
         return [found for arg in get_args(annotation) for found in models_in(arg)]
 
     def walk(current: type[BaseModel], path: str) -> None:
-        out.setdefault(path, []).extend(k for k in current.model_fields if k not in out.get(path, []))
+        keys = [info.alias or name for name, info in current.model_fields.items()]
+        out.setdefault(path, []).extend(k for k in keys if k not in out.get(path, []))
         for name, info in current.model_fields.items():
             for nested in models_in(info.annotation):
-                walk(nested, f"{path}.{name}" if path else name)
+                key = info.alias or name
+                walk(nested, f"{path}.{key}" if path else key)
 
     walk(model, "")
+    return out
+
+
+# --------------------------------------------------------------------------- MLflow keys
+
+# MLflow keys allow letters, digits, '_', '-', '.', ' ', ':' and '/', at most 250 characters, and
+# refuse a key that reads as another path ('a/./b', 'a/../b'). Everything a user names that becomes
+# part of a key is escaped reversibly: '@' → '_at_', '_' → '__', any other character outside
+# [A-Za-z0-9.-] → '_xHH_' (its code point in hex). rageval.evaluation.measures.metric_key is the
+# same function (a test holds them equal), for measure names.
+KEY_LENGTH = 250
+_PLAIN = re.compile(r"[A-Za-z0-9.\-]")
+
+
+def metric_key(text: str) -> str:
+    """``nDCG@10`` → ``nDCG_at_10``: ``text`` as a part of an MLflow key, escaped reversibly."""
+    out = []
+    for char in text:
+        if char == "@":
+            out.append("_at_")
+        elif char == "_":
+            out.append("__")
+        elif _PLAIN.match(char):
+            out.append(char)
+        else:
+            out.append(f"_x{ord(char):x}_")
+    return "".join(out)
+
+
+def key_part_problem(text: str, room: int) -> str | None:
+    """Why ``text`` cannot be one ``/``-separated part of an MLflow key that leaves ``room``
+    characters for the rest of the key (completing "'text' …"), or None."""
+    key = metric_key(text)
+    if key in (".", ".."):
+        return "would read as a folder in an MLflow key (MLflow refuses it)"
+    if len(key) > KEY_LENGTH - room:
+        return f"is {len(key)} characters long as a part of an MLflow key, more than the {KEY_LENGTH - room} that fit"
+    return None
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters, marked where cut: a huge value never floods a message."""
+    return text if len(text) <= limit else f"{text[: limit - 12]}… ({len(text)} characters)"
+
+
+# --------------------------------------------------------------------------- rows of a file
+
+Row = TypeVar("Row", bound=BaseModel)
+# Places a problem at a file and line: called with field, message and fix.
+At = Callable[..., Problem]
+
+
+def valid_rows(
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    model: type[Row],
+    file: str,
+    problems: list[Problem],
+    integers: Sequence[str] = (),
+    check: Callable[[Row, At], Problem | None] | None = None,
+) -> Iterator[tuple[int, Row]]:
+    """Each row that validates as ``model`` and passes ``check``, with its line; the problems of
+    the others go to ``problems``. Lazily: a row is validated and checked only once the caller has
+    handled the one before, so problems stay in line order and ``check`` sees what the caller
+    recorded of earlier rows (a duplicate is found against them)."""
+    for line, value in rows:
+        try:
+            row = model.model_validate(integer_cells(value, integers))
+        except ValidationError as exc:
+            problems.extend(problems_from_validation(exc, file=file, line=line, model=model))
+            continue
+        wrong = check(row, partial(Problem, file=file, line=line)) if check else None
+        if wrong:
+            problems.append(wrong)
+            continue
+        yield line, row
+
+
+_WHOLE = re.compile(r"\s*-?[0-9]{1,18}\s*")
+
+
+def integer_cells(value: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """CSV cells are text: whole numbers (ASCII digits) in integer fields become integers; anything
+    else (``2.0``, ``٣``, ``1_0``) stays text and fails validation, never read as another number."""
+    out = dict(value)
+    for name in fields:
+        cell = out.get(name)
+        if isinstance(cell, str) and _WHOLE.fullmatch(cell):
+            out[name] = int(cell.strip())
     return out
 
 

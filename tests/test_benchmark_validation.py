@@ -142,3 +142,80 @@ def test_every_problem_is_reported_at_once(tmp_path):
 def test_undeclared_split_is_refused(tiny):
     with pytest.raises(BenchmarkError, match="split 'test' is not declared"):
         load_benchmark(tiny).cases_for("test")
+
+
+# --------------------------------------------------------------------------- conflicting, empty, late
+
+
+@pytest.mark.parametrize("unit", ["passage", "document"])
+def test_a_document_judged_twice_with_different_grades(tmp_path, unit):
+    twice = [
+        {"documentId": "beta", "grade": 2},
+        {"documentId": "gamma", "grade": 0},
+        {"documentId": "beta", "grade": 0},
+    ]
+    cases = [dict(CASES[0], relevant=[{"documentId": "alpha", "grade": 3}]), dict(CASES[1], relevant=twice), CASES[2]]
+    root = write_tiny(tmp_path / "b", cases=cases, spec_overrides={"relevanceUnit": unit})
+    (problem,) = only(problems_of(root), "cases.jsonl")
+    assert (problem.line, problem.field) == (2, "relevant[2].documentId")
+    assert problem.message == "document 'beta' is judged twice (relevant[0] and relevant[2]) with grades 2 and 0"
+    assert problem.fix.startswith("keep one judgment per document")
+
+
+def test_the_same_span_judged_twice(tmp_path):
+    span = {"documentId": "alpha", "grade": 3, "start": 9, "end": 57}
+    cases = [dict(CASES[0], relevant=[span, dict(span, grade=1), dict(span, start=0)]), *CASES[1:]]
+    (problem,) = only(problems_of(write_tiny(tmp_path / "b", cases=cases)), "cases.jsonl")
+    assert problem.message == "document 'alpha' 9–57 is judged twice (relevant[0] and relevant[1]) with grades 3 and 1"
+
+
+@pytest.mark.parametrize("name,what", [("cases.jsonl", "cases"), ("documents.jsonl", "documents")])
+def test_an_empty_data_file_is_refused(tmp_path, name, what):
+    root = write_tiny(tmp_path / "b", **{"raw_cases" if what == "cases" else "raw_docs": "\n"})
+    (problem,) = [p for p in problems_of(root) if p.file == name]
+    assert problem.message == f"the file holds no {what}" and problem.fix == f"write one {what[:-1]} as JSON per line"
+
+
+@pytest.mark.parametrize("label", ["..", "."])
+def test_a_slice_label_that_cannot_be_an_mlflow_key_fails_validation(tmp_path, label):
+    cases = [CASES[0], dict(CASES[1], slice=["long-tail", label]), CASES[2]]
+    (problem,) = only(problems_of(write_tiny(tmp_path / "b", cases=cases)), "cases.jsonl")
+    assert (problem.line, problem.field) == (2, "slice[1]")
+    assert problem.message == f"slice label '{label}' would read as a folder in an MLflow key (MLflow refuses it)"
+    assert problem.fix.startswith("rename the slice")
+
+
+def test_a_slice_label_too_long_for_an_mlflow_key(tmp_path):
+    cases = [CASES[0], dict(CASES[1], slice=["é" * 40]), CASES[2]]
+    (problem,) = only(problems_of(write_tiny(tmp_path / "b", cases=cases)), "cases.jsonl")
+    assert problem.field == "slice[0]" and "is 200 characters long as a part of an MLflow key" in problem.message
+
+
+def test_the_key_escaping_is_the_one_measures_use():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from rageval.evaluation.measures import metric_key as measure_key
+    from rageval.validation import metric_key
+
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    @given(st.text(max_size=30))
+    def same(text):
+        assert metric_key(text) == measure_key(text)
+
+    same()
+
+
+def test_a_bom_in_cases_and_benchmark_yaml_is_read_through(tmp_path):
+    root = write_tiny(tmp_path / "b")
+    for name in ("cases.jsonl", "benchmark.yaml"):
+        (root / name).write_bytes(b"\xef\xbb\xbf" + (root / name).read_bytes())
+    problems = problems_of(root)  # only the hash of the changed cases.jsonl differs
+    assert [(p.file, p.field) for p in problems] == [("benchmark.yaml", "files.cases.jsonl")]
+
+
+def test_a_yaml_key_given_twice_in_benchmark_yaml(tiny):
+    with (tiny / "benchmark.yaml").open("a") as handle:
+        handle.write("relevanceUnit: document\n")
+    (problem,) = only(problems_of(tiny), "benchmark.yaml")
+    assert problem.field == "relevanceUnit" and "given twice (on lines 4 and" in problem.message

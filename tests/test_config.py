@@ -126,3 +126,76 @@ def test_a_stage_that_fails_to_build_names_its_place_in_the_configuration():
     (problem,) = caught.value.problems
     assert (problem.file, problem.field) == ("params/mine.yaml", "retrieval.stages[1].options")
     assert "unexpected keyword argument 'colour'" in problem.message
+
+
+# --------------------------------------------------------------------------- hostile overrides
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("name.x=1", "name is a value ('bm25-baseline'), not a section: it has no key 'x'"),
+        ("final_k.0=1", "final_k is a value (5), not a section: it has no key '0'"),
+        ("retrieval.stages.7.k1=1", "retrieval.stages is a list; '7' is not one of its positions (1 item(s): 0–0)"),
+        ("retrieval.stages.x=1", "retrieval.stages is a list; 'x' is not one of its positions (1 item(s): 0–0)"),
+    ],
+)
+def test_an_override_through_a_value_or_past_a_list_names_itself(override, message):
+    with pytest.raises(ConfigError) as raised:
+        load_config(BM25, [override])
+    (problem,) = raised.value.problems
+    assert (problem.file, problem.field, problem.message) == ("--set", override, message)
+    assert problem.fix
+
+
+def test_an_override_value_follows_the_yaml_rules():
+    with pytest.raises(ConfigError) as raised:
+        load_config(BM25, ["retrieval.stages.0.tokenizer={stemmer: english, stemmer: none}"])
+    (problem,) = raised.value.problems
+    assert problem.file == "--set retrieval.stages.0.tokenizer={stemmer: english, stemmer: none}"
+    assert problem.message == "key 'stemmer' is given twice (on line 1)"
+    with pytest.raises(ConfigError, match="at most 10000 more than are written"):
+        load_config(
+            BM25,
+            [
+                "description="
+                + "[&a [1,1,1,1,1,1,1,1,1,1], "
+                + ", ".join(["[*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]"] * 2000)
+                + "]"
+            ],
+        )
+
+
+def test_overrides_that_replace_whole_sections_are_validated_not_crashed():
+    for override, field in (("retrieval=1", "retrieval"), ("retrieval.stages=5", "retrieval.stages")):
+        with pytest.raises(ConfigError) as raised:
+            load_config(BM25, [override])
+        assert [p.field for p in raised.value.problems] == [field]
+    with pytest.raises(ConfigError, match="'٠' is not one of its positions"):  # an Arabic-Indic zero is no 0
+        load_config(BM25, ["retrieval.stages.٠.k1=1"])
+
+
+def test_a_params_file_with_final_k_twice_is_refused(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        BM25.read_text().replace("benchmark: ../rageval/demo", f"benchmark: {ROOT / 'rageval' / 'demo'}")
+        + "final_k: 50\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    (problem,) = raised.value.problems
+    lines = path.read_text().splitlines()
+    assert (problem.file, problem.field, problem.line) == (str(path), "final_k", len(lines))
+    first = next(i for i, line in enumerate(lines, 1) if line.startswith("final_k:"))
+    assert problem.message == f"key 'final_k' is given twice (on lines {first} and {len(lines)})"
+
+
+def test_an_override_key_with_an_empty_part_is_refused():
+    for override in ("retrieval..k1=1", ".=1", "final_k.=2"):
+        with pytest.raises(ConfigError) as raised:
+            load_config(BM25, [override])
+        (problem,) = raised.value.problems
+        assert (problem.file, problem.field) == ("--set", override) and "has an empty part" in problem.message
+    with pytest.raises(ConfigError) as raised:
+        load_config(BM25, [""])
+    assert raised.value.problems[0].field == "''"

@@ -455,3 +455,38 @@ def test_cli_pool_reads_sealed_runs(setup, tmp_path, store):
     assert {(i.queryId, i.documentId, i.start, i.end) for i in manifest.items} == set(expected)
     result = runner.invoke(app, [*args, "--runs", unsealed, "--out", str(tmp_path / "other")])
     assert result.exit_code == 1 and "not sealed" in result.output
+
+
+# --------------------------------------------------------------------------- strict sheets
+
+
+def test_an_excel_csv_utf8_sheet_imports_and_a_blank_one_is_refused(setup, tmp_path):
+    root, benchmark, chunking, chunks, rankings = setup
+    result = pool(rankings, benchmark, "dev", 3, chunking=chunking)
+    paths = write_pool(result, tmp_path / "pool")
+    manifest = read_pool(tmp_path / "pool")
+    rows = read_csv(paths["csv"])
+    filled = write_csv(tmp_path / "alice.csv", fill(rows, "alice", [2, 1, 0]))
+    excel = tmp_path / "excel.csv"  # Excel's "CSV UTF-8": a byte-order mark (and CRLF, as csv writes)
+    excel.write_bytes(b"\xef\xbb\xbf" + filled.read_bytes())
+    labels = import_sheets(manifest, [excel])
+    assert labels["grade"].tolist() == [2, 1, 0] and labels["source"].iloc[0] == f"{excel}:2"
+    with pytest.raises(BenchmarkError) as raised:
+        import_sheets(manifest, [filled, paths["csv"]])  # the blank sheet given by mistake
+    (problem,) = raised.value.problems
+    assert (problem.file, problem.field) == (str(paths["csv"]), "grade")
+    assert problem.message == f"no row of the sheet has a grade ({len(rows)} row(s)): is this the blank sheet?"
+    assert problem.fix == "fill in the grade (and assessor) columns, or leave the sheet out"
+
+
+@pytest.mark.parametrize("grade", ["٣", "²", "2.0", "1_0"])
+def test_a_grade_cell_is_ascii_digits_or_an_error(setup, tmp_path, grade):
+    root, benchmark, chunking, chunks, rankings = setup
+    result = pool(rankings, benchmark, "dev", 3, chunking=chunking)
+    paths = write_pool(result, tmp_path / "pool")
+    rows = read_csv(paths["csv"])
+    sheet = write_csv(tmp_path / "a.csv", [{**rows[0], "assessor": "alice", "grade": grade}])
+    with pytest.raises(BenchmarkError) as raised:
+        import_sheets(read_pool(tmp_path / "pool"), [sheet])
+    (problem,) = raised.value.problems
+    assert (problem.line, problem.field) == (2, "grade") and f"(got '{grade}')" in problem.message

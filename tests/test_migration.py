@@ -199,6 +199,12 @@ def test_load_chunking_from_params_or_snippet(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_chunking(params)
     assert (caught.value.problems[0].line, caught.value.problems[0].field) == (4, "chunking.size")
+    snippet.write_text("# nothing here\n")  # an empty file is a mistake; {} asks for the default chunking
+    with pytest.raises(ConfigError, match="the file is empty") as caught:
+        load_chunking(snippet)
+    assert "{} for the default chunking" in caught.value.problems[0].fix
+    snippet.write_text("{}\n")
+    assert load_chunking(snippet) == ChunkingConfig()
 
 
 def test_cli_migrate_and_review(demo, tmp_path):

@@ -117,6 +117,31 @@ def test_a_sweep_file_is_strict(tmp_path):
         load_sweep(sweep_file(tmp_path, name="empty.yaml", grid={}))
 
 
+def test_sweep_values_an_override_cannot_carry_name_their_line(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(
+        f"version: 1\nname: t\nbase: {BM25}\ngrid:\n  final_k: [5, 2024-01-01]\n"
+        "variants:\n  - name: v\n    set: {evaluation.abstain_below: .nan}\n"
+    )
+    with pytest.raises(ConfigError) as raised:
+        load_sweep(path)
+    assert [(p.line, p.field) for p in raised.value.problems] == [
+        (5, "grid.final_k[1]"),
+        (8, "variants[0].set.evaluation.abstain_below"),
+    ]
+    assert raised.value.problems[0].message.startswith("datetime.date(2024, 1, 1) cannot be an override value")
+
+
+def test_a_grid_of_a_million_members_is_refused_before_expanding(tmp_path):
+    grid = {f"retrieval.stages.0.k{i}": list(range(10)) for i in range(6)}
+    started = time.perf_counter()
+    with pytest.raises(ConfigError) as raised:
+        load_sweep(sweep_file(tmp_path, grid=grid))
+    assert time.perf_counter() - started < 1
+    (problem,) = raised.value.problems
+    assert "the sweep has 1000000 members (1000000 grid combinations), more than 1000" in problem.message
+
+
 def test_a_sweep_on_release_needs_release(tmp_path, store):
     path = sweep_file(tmp_path, split="release", variants=[{"name": "base", "set": {}}])
     before = {r.run_id for r in Tracker(store).runs()}

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import Field, StrictStr, ValidationError
 
 from rageval.benchmark.loading import write_benchmark
-from rageval.benchmark.schema import DEFAULT_RUBRIC, Case, Document, Judgment
-from rageval.benchmark.trec import read_qrels, read_topics
-from rageval.errors import BenchmarkError, Problem
+from rageval.benchmark.schema import DEFAULT_RUBRIC, IMPORT_SPLITS, RELEASE_SPLIT, Case, Document, Judgment
+from rageval.benchmark.trec import read_qrels, read_topics, whole_number
+from rageval.errors import BenchmarkError, InputError, Problem
 from rageval.hashing import sha256_file
-from rageval.io import read_jsonl
-from rageval.validation import problems_from_validation
+from rageval.io import file_problem, read_jsonl, read_lines, read_text
+from rageval.validation import Slug, Strict, problems_from_validation, shorten, valid_rows
+
+Record = TypeVar("Record", bound="BeirRecord")
 
 
 def _spec(name: str, version: str, corpus_version: str, splits: list[str], description: str) -> dict[str, Any]:
@@ -31,19 +34,18 @@ def _spec(name: str, version: str, corpus_version: str, splits: list[str], descr
     }
 
 
-def _map_grade(grade: int, grade_map: Mapping[int, int], file: str, line: int | None) -> int:
+def _map_grade(grade: int, grade_map: Mapping[int, int], file: str, line: int | None) -> Problem | None:
+    """The problem of a grade that maps outside the 0–3 rubric, or None."""
     mapped = grade_map.get(grade, grade)
-    if mapped not in DEFAULT_RUBRIC:
-        raise BenchmarkError(
-            Problem(
-                file=file,
-                line=line,
-                field="grade",
-                message=f"grade {grade} is outside the 0–3 rubric",
-                fix="map it explicitly, e.g. --grade-map 4=3 (a recorded decision, not a guess)",
-            )
-        )
-    return mapped
+    if mapped in DEFAULT_RUBRIC:
+        return None
+    return Problem(
+        file=file,
+        line=line,
+        field="grade",
+        message=f"grade {grade} is outside the 0–3 rubric",
+        fix="map it explicitly, e.g. --grade-map 4=3 (a recorded decision, not a guess)",
+    )
 
 
 def _build_cases(
@@ -58,7 +60,7 @@ def _build_cases(
     for qid, (split, grades) in sorted(judged.items(), key=lambda item: _natural(item[0])):
         if qid not in queries:
             problems.append(
-                Problem(file=qrels_file, field="query-id", message=f"query '{qid}' has judgments but no text")
+                Problem(file=qrels_file, field="query-id", message=f"query '{shorten(qid)}' has judgments but no text")
             )
             continue
         unknown = sorted(d for d in grades if d not in known_docs)
@@ -67,7 +69,7 @@ def _build_cases(
                 Problem(
                     file=qrels_file,
                     field="corpus-id",
-                    message=f"query '{qid}' judges unknown documents: {', '.join(unknown[:5])}",
+                    message=f"query '{shorten(qid)}' judges unknown documents: {', '.join(shorten(u) for u in unknown[:5])}",
                 )
             )
             continue
@@ -95,20 +97,138 @@ def _natural(key: str) -> tuple[int, str]:
 # --------------------------------------------------------------------------- BEIR
 
 
-def _beir_documents(path: Path) -> Iterator[Document]:
-    rows, problems = read_jsonl(path)
-    if problems:
-        raise BenchmarkError(problems)
-    for number, row in rows:
+class BeirRecord(Strict):
+    id: Slug = Field(alias="_id")
+
+
+class BeirDocument(BeirRecord):
+    """One line of a BEIR ``corpus.jsonl``."""
+
+    title: StrictStr
+    text: StrictStr
+    metadata: dict[StrictStr, Any] = Field(default_factory=dict)
+
+
+class BeirQuery(BeirRecord):
+    """One line of a BEIR ``queries.jsonl``."""
+
+    text: StrictStr
+    metadata: dict[StrictStr, Any] = Field(default_factory=dict)
+
+
+ID_FIX = 'IDs are JSON strings: quote it, e.g. "_id": "12"'
+
+
+def _beir_rows(path: Path, model: type[Record], problems: list[Problem]) -> list[tuple[int, Record]]:
+    """The valid records of a BEIR JSON-lines file; each bad line (and a repeated ``_id``) is a problem."""
+    rows, read_problems = read_jsonl(path)
+    problems.extend(read_problems)
+    out: list[tuple[int, Record]] = []
+    seen: dict[str, int] = {}
+    for number, value in rows:
         try:
-            yield Document(
-                id=str(row["_id"]),
-                title=row.get("title") or "",
-                text=row.get("text") or "",
-                metadata=row.get("metadata") or {},
+            record = model.model_validate(value)
+        except ValidationError as exc:
+            for problem in problems_from_validation(exc, file=str(path), line=number, model=model):
+                retyped = problem.field == "_id" and problem.message != "missing required key"
+                problems.append(replace(problem, fix=ID_FIX) if retyped else problem)
+            continue
+        key = record.id
+        if key in seen:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    line=number,
+                    field="_id",
+                    message=f"_id '{shorten(key)}' repeats (first on line {seen[key]})",
+                    fix="IDs must be unique",
+                )
             )
-        except (KeyError, ValidationError) as exc:
-            raise BenchmarkError(Problem(file=str(path), line=number, message=f"not a BEIR document: {exc}")) from None
+            continue
+        seen[key] = number
+        out.append((number, record))
+    if not out and not problems:
+        problems.append(Problem(file=str(path), message="no records in the file", fix="give a BEIR JSON-lines file"))
+    return out
+
+
+def _beir_qrels(
+    path: Path,
+    split: str,
+    grade_map: Mapping[int, int],
+    judged: dict[str, tuple[str, dict[str, int]]],
+    problems: list[Problem],
+) -> None:
+    """Read ``qrels/<split>.tsv`` (``query-id<TAB>corpus-id<TAB>score``, header optional) into ``judged``."""
+    file = str(path)
+    lines: dict[tuple[str, str], int] = {}
+    count = 0
+    header = True
+    for number, line in read_lines(path, problems):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if header and parts[0] == "query-id":
+            header = False
+            continue
+        header = False
+        if len(parts) != 3:
+            problems.append(
+                Problem(
+                    file=file,
+                    line=number,
+                    message=f"expected query-id, corpus-id, score separated by tabs, found {len(parts)} field(s)",
+                    fix="write three tab-separated fields per line",
+                )
+            )
+            continue
+        qid, did, score = (part.strip() for part in parts)
+        grade = whole_number(score)
+        if grade is None:
+            problems.append(
+                Problem(
+                    file=file,
+                    line=number,
+                    field="score",
+                    message=f"score {score[:40]!r} is not an integer",
+                    fix="BEIR scores are whole-number grades, e.g. 0, 1, 2",
+                )
+            )
+            continue
+        wrong = _map_grade(grade, grade_map, file, number)
+        if wrong is not None:
+            problems.append(wrong)
+            continue
+        mapped = grade_map.get(grade, grade)
+        if qid in judged and judged[qid][0] != split:
+            problems.append(
+                Problem(
+                    file=file,
+                    line=number,
+                    field="query-id",
+                    message=f"query '{shorten(qid)}' is judged in two splits ({judged[qid][0]} and {split})",
+                    fix="map each query's qrels to one benchmark split",
+                )
+            )
+            continue
+        grades = judged.setdefault(qid, (split, {}))[1]
+        if did in grades and grades[did] != mapped:
+            where = f"line {lines[qid, did]}" if (qid, did) in lines else "another qrels file"
+            problems.append(
+                Problem(
+                    file=file,
+                    line=number,
+                    field="score",
+                    message=f"query '{shorten(qid)}' judges document '{shorten(did)}' {grades[did]} on {where} and {mapped} here",
+                    fix="keep one grade per query and document",
+                )
+            )
+            continue
+        lines.setdefault((qid, did), number)
+        grades[did] = mapped
+        count += 1
+    if count == 0 and not problems:
+        problems.append(Problem(file=file, message="no judgments in the file", fix="give a qrels split with judgments"))
 
 
 def import_beir(
@@ -120,48 +240,75 @@ def import_beir(
     splits: Mapping[str, str],
     corpus_version: str | None = None,
     grade_map: Mapping[int, int] | None = None,
+    extra_splits: Sequence[str] = (),
 ) -> Path:
     """Import a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
 
     ``splits`` maps a BEIR qrels split to a benchmark split, e.g. ``{"train": "dev", "test": "release"}``.
-    Only judged queries become cases; a query judged in two mapped splits is an error.
+    A benchmark split is ``dev`` or ``release`` unless named in ``extra_splits`` (a split nothing else
+    of rageval knows is declared on purpose, never by a typo). Only judged queries become cases; a
+    query judged in two mapped splits, a document judged twice with different grades, a record
+    without its ``text`` and an ``_id`` that is not a string are errors.
     """
     source = Path(source)
     grade_map = dict(grade_map or {})
-    corpus_file = source / "corpus.jsonl"
-    if not corpus_file.is_file():
-        raise BenchmarkError(Problem(file=str(corpus_file), message="file not found", fix="give a BEIR folder"))
-    corpus_version = corpus_version or f"{source.name}-{sha256_file(corpus_file)[:12]}"
-    documents = list(_beir_documents(corpus_file))
-    rows, problems = read_jsonl(source / "queries.jsonl")
+    problems: list[Problem] = []
+    if not source.is_dir():
+        raise BenchmarkError(
+            file_problem(source)
+            or Problem(file=str(source), message="is a file, not a folder", fix="give a BEIR folder")
+        )
+    available = _available(source)
+    for beir_split, split in splits.items():
+        if beir_split not in available:
+            problems.append(
+                Problem(
+                    file=str(source / "qrels" / f"{beir_split}.tsv"),
+                    field="--split",
+                    message=f"qrels split '{beir_split}' not found",
+                    fix=f"available: {', '.join(available) or 'none'}",
+                )
+            )
+        if split not in (*IMPORT_SPLITS, *extra_splits):
+            problems.append(
+                Problem(
+                    file="--split",
+                    field=f"{beir_split}={split}",
+                    message=f"'{shorten(split)}' is not a benchmark split rageval knows ({', '.join(IMPORT_SPLITS)})",
+                    fix="map each BEIR split to dev or release, e.g. --split train=dev --split test=release "
+                    "(declare another split name explicitly if you mean it)",
+                )
+            )
+    if not splits:
+        problems.append(Problem(file="--split", message="no split to import", fix="e.g. --split test=release"))
     if problems:
         raise BenchmarkError(problems)
-    queries = {str(row["_id"]): row.get("text", "") for _, row in rows}
-
+    corpus_file = source / "corpus.jsonl"
+    documents = [
+        Document(id=d.id, title=d.title, text=d.text, metadata=d.metadata)
+        for _, d in _beir_rows(corpus_file, BeirDocument, problems)
+    ]
+    queries_file = source / "queries.jsonl"
+    queries = {q.id: (line, q.text) for line, q in _beir_rows(queries_file, BeirQuery, problems)}
     judged: dict[str, tuple[str, dict[str, int]]] = {}
     for beir_split, split in splits.items():
-        qrels_file = source / "qrels" / f"{beir_split}.tsv"
-        if not qrels_file.is_file():
-            raise BenchmarkError(
-                Problem(file=str(qrels_file), message="qrels split not found", fix=f"available: {_available(source)}")
+        _beir_qrels(source / "qrels" / f"{beir_split}.tsv", split, grade_map, judged, problems)
+    for qid in judged:
+        if qid in queries and not queries[qid][1].strip():
+            problems.append(
+                Problem(
+                    file=str(queries_file),
+                    line=queries[qid][0],
+                    field="text",
+                    message=f"query '{shorten(qid)}' is judged but its text is empty",
+                    fix="write the query's text, or drop its judgments",
+                )
             )
-        with qrels_file.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                parts = line.rstrip("\n").split("\t")
-                if number == 1 and parts[0] == "query-id":
-                    continue
-                if len(parts) != 3:
-                    raise BenchmarkError(
-                        Problem(file=str(qrels_file), line=number, message="expected query-id, corpus-id, score")
-                    )
-                qid, did, score = parts
-                grade = _map_grade(int(score), grade_map, str(qrels_file), number)
-                if qid in judged and judged[qid][0] != split:
-                    raise BenchmarkError(
-                        Problem(file=str(qrels_file), line=number, message=f"query '{qid}' is judged in two splits")
-                    )
-                judged.setdefault(qid, (split, {}))[1][did] = grade
-    cases = _build_cases(queries, judged, corpus_version, {d.id for d in documents}, str(source / "qrels"))
+    if problems:
+        raise BenchmarkError(problems)
+    corpus_version = corpus_version or f"{source.name}-{sha256_file(corpus_file)[:12]}"
+    texts = {qid: text for qid, (_, text) in queries.items()}
+    cases = _build_cases(texts, judged, corpus_version, {d.id for d in documents}, str(source / "qrels"))
     mapping = ", ".join(f"{k}→{v}" for k, v in splits.items())
     description = f"Imported from BEIR folder {source.name} (qrels splits {mapping})"
     if grade_map:
@@ -170,39 +317,116 @@ def import_beir(
     return write_benchmark(out, spec, documents, cases)
 
 
-def _available(source: Path) -> str:
-    return ", ".join(sorted(p.stem for p in (source / "qrels").glob("*.tsv"))) or "none"
+def _available(source: Path) -> list[str]:
+    return sorted(p.stem for p in (source / "qrels").glob("*.tsv") if p.is_file())
 
 
 # --------------------------------------------------------------------------- TREC
 
 
-def _trec_documents(path: Path) -> Iterator[Document]:
+class TrecJsonDocument(Strict):
+    """One line of a JSON-lines collection given to the TREC importer (``id`` or ``_id``)."""
+
+    id: Slug | None = None
+    id_: Slug | None = Field(default=None, alias="_id")
+    title: StrictStr = ""
+    text: StrictStr
+    metadata: dict[StrictStr, Any] = Field(default_factory=dict)
+
+
+def _trec_documents(path: Path) -> list[Document]:
     """Documents as JSON lines (``id``/``_id``, ``title``, ``text``) or TREC SGML ``<DOC>`` blocks."""
-    head = path.read_text(encoding="utf-8", errors="replace")
-    if head.lstrip().startswith("{"):
+    text = read_text(path, BenchmarkError)
+    problems: list[Problem] = []
+    found: list[tuple[int, Document]] = []
+    if text.lstrip().startswith("{"):
         rows, problems = read_jsonl(path)
-        if problems:
-            raise BenchmarkError(problems)
-        for _, row in rows:
-            yield Document(
-                id=str(row.get("id", row.get("_id"))),
-                title=row.get("title") or "",
-                text=row.get("text") or "",
-                metadata=row.get("metadata") or {},
+        for number, row in valid_rows(rows, TrecJsonDocument, str(path), problems):
+            key = row.id if row.id is not None else row.id_
+            if key is None or (row.id is not None and row.id_ is not None):
+                problems.append(
+                    Problem(
+                        file=str(path),
+                        line=number,
+                        field="id",
+                        message="give the document's ID as id or as _id (one of them)",
+                    )
+                )
+                continue
+            found.append((number, Document(id=key, title=row.title, text=row.text, metadata=row.metadata)))
+    else:
+        found = list(_sgml_documents(text, str(path), problems))
+    seen: dict[str, int] = {}
+    for number, document in found:
+        if document.id in seen:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    line=number,
+                    field="id",
+                    message=f"document '{shorten(document.id)}' repeats (first on line {seen[document.id]})",
+                    fix="IDs must be unique",
+                )
             )
-        return
-    for block in re.findall(r"<DOC>(.*?)</DOC>", head, flags=re.S | re.I):
-        docno = re.search(r"<DOCNO>\s*(.*?)\s*</DOCNO>", block, flags=re.S | re.I)
-        if not docno:
-            raise BenchmarkError(Problem(file=str(path), message="a <DOC> without <DOCNO>"))
-        title = re.search(r"<(?:TITLE|HEADLINE)>(.*?)</(?:TITLE|HEADLINE)>", block, flags=re.S | re.I)
-        body = re.search(r"<TEXT>(.*?)</TEXT>", block, flags=re.S | re.I)
-        yield Document(
-            id=docno.group(1),
-            title=" ".join(title.group(1).split()) if title else "",
-            text=body.group(1).strip() if body else "",
+        seen.setdefault(document.id, number)
+    if not found and not problems:
+        problems.append(
+            Problem(file=str(path), message="no documents in the file", fix="give <DOC> blocks or JSON lines")
         )
+    if problems:
+        raise BenchmarkError(problems)
+    return [document for _, document in found]
+
+
+def _sgml_documents(text: str, file: str, problems: list[Problem]) -> Iterator[tuple[int, Document]]:
+    """``<DOC>`` blocks in one pass over the text (linear in its size), each with its first line."""
+    line, seen, start = 1, 0, None
+    for tag in re.finditer(r"<(/?)DOC>", text, flags=re.I):
+        line += text.count("\n", seen, tag.start())
+        seen = tag.start()
+        if not tag.group(1):
+            if start is not None:
+                problems.append(
+                    Problem(file=file, line=line, message="a <DOC> inside a <DOC>", fix="close it with </DOC>")
+                )
+                return
+            start, start_line = tag.end(), line
+            continue
+        if start is None:
+            problems.append(Problem(file=file, line=line, message="a </DOC> without its <DOC>", fix="remove it"))
+            return
+        fields = _tagged(text[start : tag.start()])
+        start = None
+        docno = fields.get("docno", "").strip()
+        if not docno:
+            problems.append(Problem(file=file, line=start_line, field="DOCNO", message="a <DOC> without <DOCNO>"))
+            continue
+        title = fields.get("title", fields.get("headline", ""))
+        try:
+            yield start_line, Document(id=docno, title=" ".join(title.split()), text=fields.get("text", "").strip())
+        except ValidationError as exc:
+            problems.extend(problems_from_validation(exc, file=file, line=start_line, model=Document))
+    if start is not None:
+        problems.append(Problem(file=file, line=start_line, message="a <DOC> without </DOC>", fix="close it"))
+
+
+def _tagged(block: str) -> dict[str, str]:
+    """The first closed ``<DOCNO>``, ``<TITLE>``, ``<HEADLINE>`` and ``<TEXT>`` of a block, by
+    lower-case name; one pass over its tags."""
+    pieces = re.split(r"<(/?)(DOCNO|TITLE|HEADLINE|TEXT)>", block, flags=re.I)
+    out: dict[str, str] = {}
+    open_name: str | None = None
+    body: list[str] = []
+    for i in range(1, len(pieces) - 2, 3):
+        closing, name, after = pieces[i], pieces[i + 1].lower(), pieces[i + 2]
+        if open_name is None and not closing:
+            open_name, body = name, [after]
+        elif open_name == name and closing:
+            out.setdefault(name, "".join(body))
+            open_name = None
+        elif open_name is not None:
+            body += [f"<{closing}{pieces[i + 1]}>", after]
+    return out
 
 
 def release_split(query_id: str, fraction: float) -> bool:
@@ -227,14 +451,34 @@ def import_trec(
     """Import TREC topics + qrels + a document collection. Queries go to ``dev``, or to
     ``release`` for a stable ``release_fraction`` of them (by hash of the query ID)."""
     grade_map = dict(grade_map or {})
+    if not 0 <= release_fraction <= 1:
+        raise BenchmarkError(
+            Problem(
+                file="--release-fraction",
+                field="release_fraction",
+                message=f"the release share must be between 0 and 1 (got {release_fraction})",
+                fix="e.g. --release-fraction 0.3",
+            )
+        )
     docs_path = Path(documents)
+    docs = _trec_documents(docs_path)
     corpus_version = corpus_version or f"{docs_path.stem}-{sha256_file(docs_path)[:12]}"
-    docs = list(_trec_documents(docs_path))
-    texts = read_topics(topics, field=field)
+    try:
+        texts = read_topics(topics, field=field)
+        judgments = read_qrels(qrels)
+    except InputError as exc:
+        raise BenchmarkError(exc.problems) from None
     judged: dict[str, tuple[str, dict[str, int]]] = {}
-    for qid, grades in read_qrels(qrels).items():
-        split = "release" if release_split(qid, release_fraction) else "dev"
-        judged[qid] = (split, {d: _map_grade(g, grade_map, str(qrels), None) for d, g in grades.items()})
+    problems = []
+    for qid, grades in judgments.items():
+        split = RELEASE_SPLIT if release_split(qid, release_fraction) else "dev"
+        for grade in set(grades.values()):
+            wrong = _map_grade(grade, grade_map, str(qrels), None)
+            if wrong is not None:
+                problems.append(replace(wrong, message=f"{wrong.message} (query '{shorten(qid)}')"))
+        judged[qid] = (split, {d: grade_map.get(g, g) for d, g in grades.items()})
+    if problems:
+        raise BenchmarkError(problems)
     cases = _build_cases(texts, judged, corpus_version, {d.id for d in docs}, str(qrels))
     splits = ["dev", "release"] if release_fraction > 0 else ["dev"]
     description = f"Imported from TREC files {Path(topics).name} ({field}), {Path(qrels).name}, {docs_path.name}"

@@ -24,7 +24,7 @@ from rageval.benchmark.chunking import config_hash
 from rageval.benchmark.schema import BENCHMARK_FILE, CASES_FILE, BenchmarkSpec, Case, ChunkingConfig, Predecessor
 from rageval.errors import BenchmarkError, Problem
 from rageval.hashing import sha256_file
-from rageval.io import read_jsonl, read_yaml
+from rageval.io import is_file, read_jsonl, read_yaml
 from rageval.validation import problems_from_validation
 
 Lines = dict[tuple[Any, ...], int]  # a key path of benchmark.yaml -> its line
@@ -117,7 +117,7 @@ def predecessor_folder_exists(
     root: Path, spec: BenchmarkSpec, predecessor: Predecessor, lines: Lines
 ) -> Problem | None:
     old_cases_path = _old_cases_path(root, predecessor)
-    if old_cases_path.is_file():
+    if is_file(old_cases_path):
         return None
     return _predecessor_problem(
         lines,

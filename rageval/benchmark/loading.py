@@ -33,12 +33,14 @@ from rageval.benchmark.schema import (
 )
 from rageval.errors import BenchmarkError, Problem
 from rageval.hashing import sha256_file, sha256_text
-from rageval.io import read_jsonl, read_yaml
-from rageval.validation import problems_from_validation
+from rageval.io import file_problem, is_file, make_folder, read_jsonl, read_yaml
+from rageval.validation import key_part_problem, problems_from_validation, shorten
 
 DATA_FILES = (DOCUMENTS_FILE, CASES_FILE)
 # Hashed like the data files where present: written by `rageval judge adjudicate`.
 OPTIONAL_FILES = (JUDGMENT_NOTES_FILE,)
+# A slice label becomes the MLflow keys ``slice/<label>/<measure>``: room left for the measure's part.
+SLICE_KEY_ROOM = len("slice/") + 1 + 64
 HASH_FIX = (
     "files are immutable once a version is published: restore the file, or publish the change as "
     "a new version (bump `version`, then run `rageval benchmark hash PATH --write`)"
@@ -64,7 +66,7 @@ class Benchmark:
                 Problem(
                     file=str(self.path / BENCHMARK_FILE),
                     field="splits",
-                    message=f"split '{split}' is not declared (splits: {', '.join(self.spec.splits)})",
+                    message=f"split '{shorten(split)}' is not declared (splits: {', '.join(self.spec.splits)})",
                     fix="choose one of the declared splits",
                 )
             )
@@ -103,8 +105,16 @@ def validate_benchmark(path: str | Path) -> tuple[Benchmark | None, list[Problem
     """Check a benchmark folder completely; return it (when sound) and every problem found."""
     root = Path(path)
     problems: list[Problem] = []
-    if not root.is_dir():
-        return None, [Problem(file=str(root), message="not a folder", fix="give the benchmark's folder")]
+    try:
+        is_folder = root.is_dir()
+    except (OSError, ValueError):
+        is_folder = False
+    if not is_folder:
+        problem = file_problem(root)
+        if problem is None or problem.message == "file not found":
+            message = "not a folder" if problem is None else "folder not found"
+            problem = Problem(file=str(root), message=message, fix="give the benchmark's folder")
+        return None, [problem]
 
     spec, spec_lines = _read_spec(root, problems)
     file_hashes = _check_hashes(root, spec, spec_lines, problems)
@@ -174,7 +184,7 @@ def _check_hashes(
                 )
             )
     for name, expected in spec.files.items():
-        found = actual.get(name) or (sha256_file(root / name) if (root / name).is_file() else None)
+        found = actual.get(name) or (sha256_file(root / name) if is_file(root / name) else None)
         where = lines.get(("files", name))
         if found is None:
             problems.append(
@@ -193,10 +203,10 @@ def _check_hashes(
     return actual
 
 
-def _read_models(path: Path, model: type[BaseModel], problems: list[Problem]) -> list[tuple[int, Any]]:
-    if not path.is_file():
-        return []
-    rows, read_problems = read_jsonl(path)
+def _read_models(path: Path, model: type[BaseModel], problems: list[Problem], what: str) -> list[tuple[int, Any]]:
+    if not path.exists():
+        return []  # reported by the hash check
+    rows, read_problems = read_jsonl(path, file=path.name)
     problems.extend(read_problems)
     out = []
     for number, value in rows:
@@ -204,6 +214,10 @@ def _read_models(path: Path, model: type[BaseModel], problems: list[Problem]) ->
             out.append((number, model.model_validate(value)))
         except ValidationError as exc:
             problems.extend(problems_from_validation(exc, file=path.name, model=model, line=number))
+    if not rows and not read_problems:
+        problems.append(
+            Problem(file=path.name, message=f"the file holds no {what}", fix=f"write one {what[:-1]} as JSON per line")
+        )
     return out
 
 
@@ -216,7 +230,7 @@ def _first_lines(rows: Iterable[tuple[int, str]], file: str, what: str, problems
                     file=file,
                     line=number,
                     field="id" if what == "document" else "queryId",
-                    message=f"duplicate {what} ID '{key}' (first on line {seen[key]})",
+                    message=f"duplicate {what} ID '{shorten(key)}' (first on line {seen[key]})",
                     fix="IDs must be unique",
                 )
             )
@@ -225,13 +239,13 @@ def _first_lines(rows: Iterable[tuple[int, str]], file: str, what: str, problems
 
 
 def _read_documents(path: Path, problems: list[Problem]) -> list[tuple[int, Document]]:
-    documents = _read_models(path, Document, problems)
+    documents = _read_models(path, Document, problems, "documents")
     _first_lines(((n, d.id) for n, d in documents), path.name, "document", problems)
     return documents
 
 
 def _read_cases(path: Path, problems: list[Problem]) -> list[tuple[int, Case]]:
-    cases = _read_models(path, Case, problems)
+    cases = _read_models(path, Case, problems, "cases")
     _first_lines(((n, c.queryId) for n, c in cases), path.name, "query", problems)
     return cases
 
@@ -255,17 +269,26 @@ def _check_cases(
             problem(
                 line,
                 "corpusVersion",
-                f"judged against corpus '{case.corpusVersion}', but the snapshot is '{spec.corpusVersion}'",
+                f"judged against corpus '{shorten(case.corpusVersion)}', but the snapshot is '{spec.corpusVersion}'",
                 "re-judge the case against this corpus, or migrate its labels",
             )
         if spec is not None and case.split not in spec.splits:
             problem(
                 line,
                 "split",
-                f"split '{case.split}' is not declared in benchmark.yaml",
+                f"split '{shorten(case.split)}' is not declared in benchmark.yaml",
                 f"use one of: {', '.join(spec.splits)}",
             )
-        seen_docs: set[str] = set()
+        for index, label in enumerate(case.slice):
+            wrong = key_part_problem(label, SLICE_KEY_ROOM)
+            if wrong:
+                problem(
+                    line,
+                    f"slice[{index}]",
+                    f"slice label {shorten(repr(label))} {wrong}",
+                    "rename the slice: letters, digits, '-' and '_' make the plainest keys",
+                )
+        seen_units: dict[tuple[str, int | None, int | None], tuple[int, int]] = {}
         for index, item in enumerate(case.relevant):
             where = f"relevant[{index}]"
             if item.grade not in rubric:
@@ -274,7 +297,7 @@ def _check_cases(
                 problem(
                     line,
                     f"{where}.documentId",
-                    f"unknown document '{item.documentId}'",
+                    f"unknown document '{shorten(item.documentId)}'",
                     "judge a document of documents.jsonl",
                 )
                 continue
@@ -296,13 +319,23 @@ def _check_cases(
                     problem(
                         line,
                         f"{where}.end" if end > length else f"{where}.start",
-                        f"offsets {start}–{end} fall outside document '{item.documentId}' "
+                        f"offsets {start}–{end} fall outside document '{shorten(item.documentId)}' "
                         f"(text length {length}) or are empty",
                         "offsets are character positions into the document's text, start < end",
                     )
-            elif item.documentId in seen_docs and not passage_unit:
-                problem(line, f"{where}.documentId", f"document '{item.documentId}' is judged twice")
-            seen_docs.add(item.documentId)
+            unit = (item.documentId, item.start, item.end) if passage_unit else (item.documentId, None, None)
+            if unit in seen_units:
+                first, grade = seen_units[unit]
+                what = f"document '{shorten(item.documentId)}'" + (f" {item.start}–{item.end}" if item.span else "")
+                grades = f" with grades {grade} and {item.grade}" if grade != item.grade else ""
+                problem(
+                    line,
+                    f"{where}.documentId",
+                    f"{what} is judged twice (relevant[{first}] and relevant[{index}]){grades}",
+                    "keep one judgment per document" + (" and span" if passage_unit else ""),
+                )
+                continue
+            seen_units[unit] = (index, item.grade)
 
 
 # --------------------------------------------------------------------------- writing
@@ -323,6 +356,10 @@ def write_hashes(path: str | Path) -> dict[str, str]:
     """Record the current sha256 of every data file in ``benchmark.yaml`` (rewrites the file)."""
     root = Path(path)
     data, _ = read_yaml(root / BENCHMARK_FILE, BenchmarkError)
+    if not isinstance(data, dict):
+        raise BenchmarkError(
+            Problem(file=str(root / BENCHMARK_FILE), line=1, message="expected a mapping of keys", fix="see the README")
+        )
     data["files"] = hash_files(root)
     (root / BENCHMARK_FILE).write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return data["files"]
@@ -341,7 +378,7 @@ def write_benchmark(
                 fix="versions are append-only: choose a new --out folder",
             )
         )
-    root.mkdir(parents=True, exist_ok=True)
+    make_folder(root, BenchmarkError)
     for name, rows in ((DOCUMENTS_FILE, documents), (CASES_FILE, cases)):
         with (root / name).open("w", encoding="utf-8") as handle:
             for row in rows:

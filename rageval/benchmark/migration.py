@@ -61,7 +61,13 @@ def load_chunking(path: str | Path) -> ChunkingConfig:
     path = Path(path)
     data, lines = read_yaml(path, ConfigError)
     if data is None:
-        data = {}
+        raise ConfigError(
+            Problem(
+                file=str(path),
+                message="the file is empty",
+                fix="write chunking keys (method, tokenizer, size, ...), or {} for the default chunking",
+            )
+        )
     if not isinstance(data, dict):
         raise ConfigError(
             Problem(file=str(path), line=1, message="expected a mapping of chunking keys or a params file")

@@ -28,6 +28,10 @@ Level = Literal["document", "passage"]
 LEVELS: tuple[str, ...] = get_args(Level)
 # The frozen split: evaluated rarely (counted), never tuned on, never given unreviewed labels.
 RELEASE_SPLIT = "release"
+# The split tuned on.
+DEV_SPLIT = "dev"
+# The splits an importer writes unless told another name on purpose.
+IMPORT_SPLITS: tuple[str, ...] = (DEV_SPLIT, RELEASE_SPLIT)
 
 ChunkingHash = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{12}$")]
 JUDGMENT_NOTES_FILE = "judgment-notes.jsonl"

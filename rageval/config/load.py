@@ -6,6 +6,7 @@ Errors name the file and line of a bad key, or the ``--set`` override that intro
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,46 +17,73 @@ from pydantic import ValidationError
 from rageval.benchmark.tokenizers import get_tokenizer
 from rageval.config.schema import RunConfig
 from rageval.errors import ConfigError, Problem
-from rageval.io import read_yaml
+from rageval.io import parse_yaml, read_yaml
 from rageval.retrieval.preflight import locate, stage_problems
-from rageval.validation import field_path, problems_from_validation
+from rageval.validation import field_path, problems_from_validation, shorten
 
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
+    """``key.path=value`` → the key path (list positions as integers) and the value, read as YAML
+    under the same rules as a params file (:func:`rageval.io.parse_yaml`)."""
     key, sep, raw = text.partition("=")
     if not sep or not key.strip():
         raise ConfigError(
-            Problem(file="--set", field=text, message="expected key=value", fix="e.g. --set retrieval.stages.0.k1=1.2")
+            Problem(
+                file="--set",
+                field=shorten(text) or "''",
+                message="expected key=value",
+                fix="e.g. --set retrieval.stages.0.k1=1.2",
+            )
         )
-    path: list[str | int] = [int(p) if p.isdigit() else p for p in key.strip().split(".")]
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(Problem(file="--set", field=key, message=f"value is not valid YAML: {exc}")) from None
+    parts = key.strip().split(".")
+    if "" in parts:
+        raise ConfigError(
+            Problem(
+                file="--set",
+                field=shorten(text),
+                message=f"the key path {key.strip()!r} has an empty part",
+                fix="separate keys by single dots, e.g. retrieval.stages.0.k1",
+            )
+        )
+    path: list[str | int] = [int(p) if re.fullmatch(r"[0-9]{1,9}", p) else p for p in parts]
+    value, _ = parse_yaml(raw, f"--set {shorten(text)}", ConfigError, field=key.strip())
     return path, value
 
 
 def apply_override(data: dict[str, Any], path: list[str | int], value: Any, text: str) -> None:
+    """Set ``value`` at ``path`` in ``data``, creating sections that are absent; a path through a
+    value (``name.x`` where ``name`` is text) or past a list's end is a :class:`ConfigError`."""
     node: Any = data
-    for depth, part in enumerate(path[:-1]):
-        nxt = path[depth + 1]
+    for depth, part in enumerate(path):
+        where = field_path(tuple(path[:depth])) or "the configuration"
+        last = depth == len(path) - 1
         if isinstance(node, list):
             if not isinstance(part, int) or part >= len(node):
+                size = f"{len(node)} item(s): 0–{len(node) - 1}" if node else "no items"
                 raise ConfigError(
                     Problem(
-                        file="--set", field=text, message=f"no list item {part} at {field_path(tuple(path[:depth]))}"
+                        file="--set",
+                        field=text,
+                        message=f"{where} is a list; '{part}' is not one of its positions ({size})",
+                        fix="name an existing position, e.g. retrieval.stages.0.k1",
                     )
                 )
+        elif not isinstance(node, dict):
+            raise ConfigError(
+                Problem(
+                    file="--set",
+                    field=text,
+                    message=f"{where} is a value ({shorten(repr(node), 40)}), not a section: it has no key '{part}'",
+                    fix=f"set {where} itself, e.g. --set {where}=…",
+                )
+            )
+        if last:
+            node[part] = value
+        elif isinstance(node, dict) and (part not in node or node[part] is None):
+            node[part] = [] if isinstance(path[depth + 1], int) else {}
             node = node[part]
-            continue
-        if part not in node or node[part] is None:
-            node[part] = [] if isinstance(nxt, int) else {}
-        node = node[part]
-    last = path[-1]
-    if isinstance(node, list):
-        if not isinstance(last, int) or last >= len(node):
-            raise ConfigError(Problem(file="--set", field=text, message=f"no list item {last}"))
-    node[last] = value
+        else:
+            node = node[part]
 
 
 def load_config(
@@ -87,8 +115,9 @@ def load_config(
     for text, key_path, value in parsed:
         apply_override(data, key_path, value, text)
     for _, key_path, _ in parsed:  # a path given by --set is relative to the working directory
-        if key_path[:2] == ["retrieval", "stages"]:
-            for stage in data["retrieval"]["stages"]:
+        stages = data["retrieval"].get("stages") if isinstance(data.get("retrieval"), dict) else None
+        if key_path[:2] == ["retrieval", "stages"] and isinstance(stages, list):
+            for stage in stages:
                 if isinstance(stage, dict):
                     _resolve_stage_paths(stage, Path.cwd())
     if benchmark is not None:
@@ -151,8 +180,13 @@ def dump_config(config: RunConfig) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
-def config_from_yaml(text: str) -> RunConfig:
-    return RunConfig.model_validate(yaml.safe_load(text))
+def config_from_yaml(text: str, file: str = "config.yaml") -> RunConfig:
+    """A configuration as a run recorded it (:func:`dump_config`), read back."""
+    data, lines = parse_yaml(text, file, ConfigError)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(problems_from_validation(exc, file=file, model=RunConfig, lines=lines)) from None
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -10,23 +10,43 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, StrictStr, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, Field, StrictInt, StrictStr, ValidationError, field_validator, model_validator
 
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import dump_config, load_config
 from rageval.config.schema import RunConfig
 from rageval.errors import ConfigError, InputError, Problem
 from rageval.io import read_yaml
-from rageval.validation import Slug, Strict, problems_from_validation
+from rageval.validation import Slug, Strict, problems_from_validation, shorten
+
+# More members than this is a typo or a generated grid, not a sweep anyone runs (each member is a run).
+MAX_MEMBERS = 1000
+
+
+def _writable(value: Any) -> Any:
+    """A value an override can carry: JSON (what YAML reads back the same), finite numbers."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{shorten(repr(value))} cannot be an override value: use text, numbers, true/false, null, lists and mappings"
+        ) from None
+    return value
+
+
+OverrideValue = Annotated[Any, AfterValidator(_writable)]
 
 
 class Variant(Strict):
     name: Slug
-    set: dict[StrictStr, Any] = Field(default_factory=dict, description="key.path → value, as `rageval run --set`")
+    set: dict[StrictStr, OverrideValue] = Field(
+        default_factory=dict, description="key.path → value, as `rageval run --set`"
+    )
 
 
 class SweepConfig(Strict):
@@ -36,7 +56,9 @@ class SweepConfig(Strict):
     name: Slug
     description: StrictStr | None = None
     base: StrictStr = Field(description="params file, relative to this file")
-    grid: dict[StrictStr, list[Any]] = Field(default_factory=dict, description="key.path → values; every combination")
+    grid: dict[StrictStr, list[OverrideValue]] = Field(
+        default_factory=dict, description="key.path → values; every combination"
+    )
     variants: list[Variant] = Field(default_factory=list)
     benchmark: StrictStr | None = Field(default=None, description="benchmark folder, relative to this file (or ~/...)")
     split: Slug | None = None
@@ -54,6 +76,12 @@ class SweepConfig(Strict):
     def _members(self) -> SweepConfig:
         if not self.grid and not self.variants:
             raise ValueError("a sweep needs a grid, variants or both")
+        count = math.prod(len(values) for values in self.grid.values()) if self.grid else 0
+        if count + len(self.variants) > MAX_MEMBERS:
+            raise ValueError(
+                f"the sweep has {count + len(self.variants)} members ({count} grid combinations), more than "
+                f"{MAX_MEMBERS}: split it into several sweeps"
+            )
         return self
 
 

@@ -82,7 +82,10 @@ def query_key(codes: np.ndarray) -> np.ndarray:
 def hash_strings(array: pa.Array) -> np.ndarray:
     """A 64-bit hash of each string, read 8 bytes at a time straight from the Arrow buffers.
 
-    Multiply-xor mixes upwards: the high bits are the well-mixed ones (used for buckets)."""
+    A string of up to :data:`_SHORT` bytes is hashed word by word, multiply-xor mixing upwards (the
+    high bits are the well-mixed ones, used for buckets); a longer one by :func:`_hash_long`, whose
+    cost is linear in its length. Which of the two depends on the string alone, so a string hashes
+    the same in every batch."""
     n = len(array)
     if n == 0:
         return np.zeros(0, dtype=np.uint64)
@@ -94,17 +97,37 @@ def hash_strings(array: pa.Array) -> np.ndarray:
         data = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
     # Every byte position as the start of an unaligned little-endian uint64 word: a strided view, no copy.
     words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+    start = offsets[:-1].astype(np.int64)
+    length = offsets[1:].astype(np.int64) - start
     value = np.empty(n, dtype=np.uint64)
-    for low in range(0, n, _BLOCK):
-        high = min(n, low + _BLOCK)
-        value[low:high] = _hash_block(data, words, offsets[low : high + 1])
+    long = length > _SHORT
+    if long.any():
+        at = np.flatnonzero(long)
+        value[at] = _hash_long(data, start[at], length[at])
+        short = np.flatnonzero(~long)
+        start, length = start[short], length[short]
+    else:
+        short = None
+    out = np.empty(len(start), dtype=np.uint64)
+    for low in range(0, len(start), _BLOCK):
+        high = min(len(start), low + _BLOCK)
+        out[low:high] = _hash_block(data, words, start[low:high], length[low:high])
+    if short is None:
+        return out
+    value[short] = out
     return value
 
 
-def _hash_block(data: np.ndarray, words: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    start = offsets[:-1].astype(np.int64)
-    length = offsets[1:].astype(np.int64)
-    length -= start
+# Strings up to this many bytes hash word by word (one pass over the rows per word of the longest).
+_SHORT = 256
+_LONG_SEED = np.uint64(0xD6E8FEB86659FD93)
+
+
+def _hash_block(data: np.ndarray, words: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    if len(start) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    start = start.copy()
+    length = length.copy()
     last = len(words) - 1
     value = length.astype(np.uint64)
     value *= _MUL
@@ -137,4 +160,34 @@ def _hash_tail(data: np.ndarray, start: np.ndarray, length: np.ndarray, longest:
         remaining = np.clip(length - chunk, 0, 8)
         value ^= words[start - base + chunk] & _BYTE_MASKS[remaining]
         value *= _MUL if chunk == 0 else np.where(remaining > 0, _MUL, _ONE)
+    return value
+
+
+def _hash_long(data: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The hash of strings longer than :data:`_SHORT` bytes: each 8-byte word mixed with its
+    position, summed per string, the sum mixed with the length. Every word of every string is read
+    once, in vectorised blocks, so the cost is linear in the bytes (the word-by-word hash costs one
+    pass over all rows per word of the longest string: quadratic with one huge ID)."""
+    padded = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
+    words = np.ndarray(shape=(len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    count = (length + 7) // 8
+    value = np.empty(len(start), dtype=np.uint64)
+    budget = 1 << 22  # words gathered at a time: bounds the temporaries
+    ends = np.cumsum(count)
+    low = 0
+    while low < len(start):
+        before = int(ends[low - 1]) if low else 0
+        high = max(low + 1, int(np.searchsorted(ends, before + budget, side="right")))
+        total = int(ends[high - 1]) - before
+        n = count[low:high]
+        first = np.cumsum(n) - n
+        owner = np.repeat(np.arange(high - low), n)
+        index = np.arange(total, dtype=np.int64) - first[owner]  # word number within its string
+        word = words[start[low:high][owner] + 8 * index]
+        remaining = np.clip(length[low:high][owner] - 8 * index, 0, 8)
+        word &= _BYTE_MASKS[remaining]
+        mixed = _mix(word ^ _mix(index.astype(np.uint64) + _LONG_SEED))
+        sums = np.add.reduceat(mixed, first)
+        value[low:high] = _mix(sums ^ (length[low:high].astype(np.uint64) * _MUL))
+        low = high
     return value

@@ -18,6 +18,7 @@ from rageval.benchmark.versions import next_version, write_version
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_table
 from rageval.judging.schema import POOL_FILE, AdjudicationRow, At, PoolItem, PoolManifest, outside_rubric, valid_rows
+from rageval.validation import shorten
 
 
 def read_adjudication(path: str | Path, manifest: PoolManifest) -> list[tuple[int, AdjudicationRow]]:
@@ -37,11 +38,13 @@ def read_adjudication(path: str | Path, manifest: PoolManifest) -> list[tuple[in
 def _adjudication_problem(row: AdjudicationRow, at: At, manifest: PoolManifest, seen: dict[str, int]) -> Problem | None:
     """The first thing wrong with one adjudication row (``at`` places the problem), or None."""
     if manifest.item(row.itemId) is None:
-        return at(field="itemId", message=f"unknown item '{row.itemId}'", fix="use an itemId of the pool's sheet")
+        return at(
+            field="itemId", message=f"unknown item '{shorten(row.itemId)}'", fix="use an itemId of the pool's sheet"
+        )
     if row.itemId in seen:
         return at(
             field="itemId",
-            message=f"item '{row.itemId}' is adjudicated twice (first on line {seen[row.itemId]})",
+            message=f"item '{shorten(row.itemId)}' is adjudicated twice (first on line {seen[row.itemId]})",
             fix="keep one row per item",
         )
     return outside_rubric(row.grade, manifest, at)
@@ -74,7 +77,7 @@ def verdicts(
                 Problem(
                     file=str(row.source),
                     field="itemId",
-                    message=f"item '{row.item_id}' is not in this pool",
+                    message=f"item '{shorten(row.item_id)}' is not in this pool",
                     fix="import sheets of this pool",
                 )
             )
@@ -94,7 +97,7 @@ def verdicts(
                 Problem(
                     file=file,
                     field="itemId",
-                    message=f"item '{item.itemId}' (case {item.queryId}): the assessors disagree ({spread}) and it is not adjudicated",
+                    message=f"item '{shorten(item.itemId)}' (case {item.queryId}): the assessors disagree ({spread}) and it is not adjudicated",
                     fix=f"add a row: {item.itemId},<final grade>,<note>",
                 )
             )

@@ -18,9 +18,9 @@ from rageval.benchmark.chunking import Chunk, chunk_document, chunk_qrels, confi
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.schema import Case, ChunkingConfig
 from rageval.errors import BenchmarkError, Problem
-from rageval.io import read_jsonl
+from rageval.io import file_problem, read_jsonl
 from rageval.judging.schema import At, ExtraItem, Found, PoolItem, PoolManifest, SheetRow, valid_rows
-from rageval.validation import absent_columns
+from rageval.validation import absent_columns, shorten
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def _top(
         raise BenchmarkError(
             Problem(
                 file=name,
-                message=f"ranks queries that are not cases of split '{split}': {', '.join(map(str, unknown[:5]))}",
+                message=f"ranks queries that are not cases of split '{shorten(split)}': {', '.join(map(str, unknown[:5]))}",
                 fix="pool runs made on the same benchmark version and split",
             )
         )
@@ -248,8 +248,9 @@ def _covered(case: Case, item: ExtraItem, passage: bool) -> bool:
 def read_extra(path: str | Path, benchmark: Benchmark, split: str) -> list[tuple[int, ExtraItem]]:
     """Read a ``--add`` file (JSON lines of queryId, documentId[, start, end]) and check each line."""
     path = Path(path)
-    if not path.is_file():
-        raise BenchmarkError(Problem(file=str(path), message="file not found", fix="check the --add path"))
+    missing = file_problem(path)
+    if missing is not None:
+        raise BenchmarkError(Problem(file=str(path), message=missing.message, fix="check the --add path"))
     rows, problems = read_jsonl(path)
     cases = {case.queryId for case in benchmark.cases_for(split)}
     check = partial(_extra_problem, benchmark=benchmark, cases=cases, split=split)
@@ -264,13 +265,15 @@ def _extra_problem(item: ExtraItem, at: At, benchmark: Benchmark, cases: set[str
     if item.queryId not in cases:
         return at(
             field="queryId",
-            message=f"'{item.queryId}' is not a case of split '{split}'",
+            message=f"'{shorten(item.queryId)}' is not a case of split '{shorten(split)}'",
             fix="use a query ID of the pooled split",
         )
     document = benchmark.documents.get(item.documentId)
     if document is None:
         return at(
-            field="documentId", message=f"unknown document '{item.documentId}'", fix="use a document of documents.jsonl"
+            field="documentId",
+            message=f"unknown document '{shorten(item.documentId)}'",
+            fix="use a document of documents.jsonl",
         )
     if (item.start is None) != (item.end is None):
         return at(
@@ -289,7 +292,7 @@ def _extra_problem(item: ExtraItem, at: At, benchmark: Benchmark, cases: set[str
     if not item.start < item.end <= len(document.text):
         return at(
             field="end",
-            message=f"offsets {item.start}–{item.end} fall outside document '{item.documentId}' "
+            message=f"offsets {item.start}–{item.end} fall outside document '{shorten(item.documentId)}' "
             f"(text length {len(document.text)}) or are empty",
             fix="offsets are character positions into the document's text, start < end",
         )

@@ -5,14 +5,15 @@ one loop that validates their rows with file and line."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import cached_property, partial
-from typing import Annotated, Any, Literal, TypeVar
+from functools import cached_property
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, StrictStr, ValidationError
+from pydantic import Field, StrictInt, StrictStr
 
 from rageval.errors import Problem
-from rageval.validation import Slug, Strict, problems_from_validation
+from rageval.validation import At, Slug, Strict, integer_cells, valid_rows
+
+__all__ = ["At", "integer_cells", "valid_rows"]  # re-exported: the row loop lives in rageval.validation
 
 POOL_FILE = "pool.json"
 SHEET_CSV = "sheet.csv"
@@ -120,35 +121,6 @@ class PoolManifest(Strict):
 
 # --------------------------------------------------------------------------- reading rows
 
-Row = TypeVar("Row", bound=Strict)
-# Places a problem at a file and line: called with field, message and fix.
-At = Callable[..., Problem]
-
-
-def valid_rows(
-    rows: Iterable[tuple[int, dict[str, Any]]],
-    model: type[Row],
-    file: str,
-    problems: list[Problem],
-    integers: Sequence[str] = (),
-    check: Callable[[Row, At], Problem | None] | None = None,
-) -> Iterator[tuple[int, Row]]:
-    """Each row that validates as ``model`` and passes ``check``, with its line; the problems of
-    the others go to ``problems``. Lazily: a row is validated and checked only once the caller has
-    handled the one before, so problems stay in line order and ``check`` sees what the caller
-    recorded of earlier rows (a duplicate is found against them)."""
-    for line, value in rows:
-        try:
-            row = model.model_validate(integer_cells(value, integers))
-        except ValidationError as exc:
-            problems.extend(problems_from_validation(exc, file=file, line=line, model=model))
-            continue
-        wrong = check(row, partial(Problem, file=file, line=line)) if check else None
-        if wrong:
-            problems.append(wrong)
-            continue
-        yield line, row
-
 
 def outside_rubric(grade: int, manifest: PoolManifest, at: At) -> Problem | None:
     """A grade the pool's rubric does not define, placed by ``at``; None for a rubric grade."""
@@ -156,13 +128,3 @@ def outside_rubric(grade: int, manifest: PoolManifest, at: At) -> Problem | None
         return None
     choices = ", ".join(str(g) for g in sorted(manifest.rubric))
     return at(field="grade", message=f"grade {grade} is outside the rubric", fix=f"use one of {choices}")
-
-
-def integer_cells(value: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-    """CSV cells are text: whole numbers in integer fields become integers (others fail validation)."""
-    out = dict(value)
-    for name in fields:
-        cell = out.get(name)
-        if isinstance(cell, str) and cell.strip().lstrip("-").isdigit():
-            out[name] = int(cell.strip())
-    return out

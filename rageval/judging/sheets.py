@@ -15,7 +15,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from rageval.errors import BenchmarkError, Problem
-from rageval.io import read_jsonl, read_table
+from rageval.io import file_problem, make_folder, read_json, read_jsonl, read_table
 from rageval.judging.pooling import Pool
 from rageval.judging.schema import (
     POOL_FILE,
@@ -29,7 +29,7 @@ from rageval.judging.schema import (
     outside_rubric,
     valid_rows,
 )
-from rageval.validation import problems_from_validation
+from rageval.validation import problems_from_validation, shorten
 
 # A labels frame: one row per assessor and item; ``source`` is the sheet's file:line.
 LABEL_COLUMNS = ["item_id", "query_id", "assessor", "grade", "notes", "source"]
@@ -42,7 +42,7 @@ def write_pool(result: Pool, out: str | Path) -> dict[str, Path]:
         raise BenchmarkError(
             Problem(file=str(folder / POOL_FILE), message="a pool exists here already", fix="choose a new --out folder")
         )
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder, BenchmarkError)
     paths = {"pool": folder / POOL_FILE, "csv": folder / SHEET_CSV, "jsonl": folder / SHEET_JSONL}
     paths["pool"].write_text(result.manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
     rows = [row.model_dump(mode="json") for row in result.sheet]
@@ -61,15 +61,13 @@ def read_pool(path: str | Path) -> PoolManifest:
     path = Path(path)
     if path.is_dir():
         path = path / POOL_FILE
-    if not path.is_file():
+    if file_problem(path) is not None:
         raise BenchmarkError(
             Problem(file=str(path), message="no pool here", fix="give the folder `rageval judge pool` wrote")
         )
+    data = read_json(path, BenchmarkError)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         return PoolManifest.model_validate(data)
-    except json.JSONDecodeError as exc:
-        raise BenchmarkError(Problem(file=str(path), line=exc.lineno, message=f"malformed JSON: {exc.msg}")) from None
     except ValidationError as exc:
         raise BenchmarkError(problems_from_validation(exc, file=str(path), model=PoolManifest)) from None
 
@@ -85,9 +83,10 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
     Rows without a grade are not labels and are skipped."""
     problems: list[Problem] = []
     seen: dict[tuple[str, str], str] = {}  # (item, assessor) -> file:line of the first label
-    labels = []
+    labels: list[tuple[str, str, str, int, str, str]] = []
     check = partial(_sheet_problem, manifest=manifest, seen=seen)
     for path in paths:
+        before, errors = len(labels), len(problems)
         rows, read_problems = read_table(path)
         problems.extend(read_problems)
         for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"], check=check):
@@ -95,6 +94,17 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
                 where = f"{path}:{line}"
                 seen[row.itemId, row.assessor_name] = where
                 labels.append((row.itemId, row.queryId, row.assessor_name, row.grade, row.notes or "", where))
+        if len(labels) == before and len(problems) == errors:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    field="grade",
+                    message=f"no row of the sheet has a grade ({len(rows)} row(s)): is this the blank sheet?",
+                    fix="fill in the grade (and assessor) columns, or leave the sheet out",
+                )
+            )
+    if not paths:
+        problems.append(Problem(file="<sheets>", message="no sheet given", fix="give the filled sheets to import"))
     if problems:
         raise BenchmarkError(problems)
     frame = pd.DataFrame(labels, columns=LABEL_COLUMNS)
@@ -107,12 +117,14 @@ def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tup
     item = manifest.item(row.itemId)
     if item is None:
         return at(
-            field="itemId", message=f"unknown item '{row.itemId}'", fix="keep the itemId column of the sheet as written"
+            field="itemId",
+            message=f"unknown item '{shorten(row.itemId)}'",
+            fix="keep the itemId column of the sheet as written",
         )
     if item.queryId != row.queryId:
         return at(
             field="queryId",
-            message=f"item '{row.itemId}' belongs to case '{item.queryId}', not '{row.queryId}'",
+            message=f"item '{shorten(row.itemId)}' belongs to case '{shorten(item.queryId)}', not '{shorten(row.queryId)}'",
             fix="keep the queryId column as written",
         )
     if row.grade is None:
@@ -130,7 +142,7 @@ def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tup
     if (row.itemId, assessor) in seen:
         return at(
             field="itemId",
-            message=f"'{assessor}' labelled item '{row.itemId}' already at {seen[row.itemId, assessor]}",
+            message=f"'{assessor}' labelled item '{shorten(row.itemId)}' already at {seen[row.itemId, assessor]}",
             fix="keep one label per item and assessor",
         )
     return None
@@ -156,8 +168,11 @@ def write_labels(labels: pd.DataFrame, path: str | Path) -> Path:
 def read_labels(path: str | Path) -> pd.DataFrame:
     """Read ``labels.jsonl`` back into a labels frame (``LABEL_COLUMNS``); every bad line is reported."""
     path = Path(path)
-    if not path.is_file():
-        raise BenchmarkError(Problem(file=str(path), message="file not found", fix="run `rageval judge import` first"))
+    missing = file_problem(path)
+    if missing is not None:
+        raise BenchmarkError(
+            Problem(file=str(path), message=missing.message, fix="run `rageval judge import` first, or check the path")
+        )
     rows, problems = read_jsonl(path)
     records = [record for _, record in valid_rows(rows, LabelRecord, str(path), problems)]
     if problems:

@@ -8,16 +8,31 @@ then by the file's rank, then by file order; an ID repeated within a query keeps
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Annotated
 
 import pandas as pd
+from pydantic import Field, StrictInt
 
 from rageval.benchmark.trec import read_run
 from rageval.errors import InputError, Problem
+from rageval.io import file_problem, read_jsonl
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.schema import RunFileConfig
+from rageval.validation import Slug, Strict, valid_rows
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class RunLine(Strict):
+    """One line of a JSON-lines run file."""
+
+    query_id: Slug
+    id: Slug
+    score: FiniteFloat
+    rank: StrictInt | None = None
 
 
 def read_run_file(path: Path, form: str) -> pd.DataFrame:
@@ -26,36 +41,29 @@ def read_run_file(path: Path, form: str) -> pd.DataFrame:
         form = "jsonl" if path.suffix in (".jsonl", ".json") else "trec"
     if form == "trec":
         return read_run(path)[["query_id", "doc_id", "score", "rank", "line"]]
-    rows, problems = [], []
-    try:
-        handle = path.open(encoding="utf-8")
-    except FileNotFoundError:
+    missing = file_problem(path)
+    if missing is not None:
         raise InputError(
-            Problem(
-                file=str(path), message="run file not found", fix="check the stage's path (relative to the params file)"
+            replace(
+                missing, message=f"run {missing.message}", fix="check the stage's path (relative to the params file)"
             )
-        ) from None
-    with handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-                rows.append(
-                    (str(row["query_id"]), str(row["id"]), float(row["score"]), int(row.get("rank", 0)), number)
-                )
-            except (ValueError, KeyError, TypeError) as exc:
-                problems.append(
-                    Problem(
-                        file=str(path),
-                        line=number,
-                        message=f"bad run line ({type(exc).__name__}: {exc})",
-                        fix='write {"query_id": …, "id": …, "score": …}',
-                    )
-                )
+        )
+    rows, problems = read_jsonl(path)
+    lines = [
+        (row.query_id, row.id, row.score, 0 if row.rank is None else row.rank, number)
+        for number, row in valid_rows(rows, RunLine, str(path), problems)
+    ]
+    if not lines and not problems:
+        problems.append(
+            Problem(
+                file=str(path),
+                message="no results in the run file",
+                fix='write {"query_id": …, "id": …, "score": …} lines',
+            )
+        )
     if problems:
         raise InputError(problems)
-    return pd.DataFrame(rows, columns=["query_id", "doc_id", "score", "rank", "line"])
+    return pd.DataFrame(lines, columns=["query_id", "doc_id", "score", "rank", "line"])
 
 
 class RunFileStage:
