@@ -29,6 +29,8 @@ from dataclasses import dataclass
 # Where a problem found deep in a stage or tokenizer stands until its caller, which knows the params
 # file, the line and the stage's index, places it (rageval.retrieval.pipeline.locate).
 CONFIG = "the run configuration"
+# How many problems an error's message lists (the rest are counted).
+SHOWN_PROBLEMS = 50
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,10 @@ class InputError(RagevalError):
         self.problems: list[Problem] = list(problems)
         count = len(self.problems)
         head = f"{count} problem{'s' if count != 1 else ''} found:\n" if count > 1 else ""
-        super().__init__(head + "\n".join(str(p) for p in self.problems))
+        shown = [str(p) for p in self.problems[:SHOWN_PROBLEMS]]
+        if count > SHOWN_PROBLEMS:  # a hostile file can hold millions; all of them stay in .problems
+            shown.append(f"… and {count - SHOWN_PROBLEMS} more")
+        super().__init__(head + "\n".join(shown))
 
 
 class BenchmarkError(InputError):

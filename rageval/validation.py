@@ -146,8 +146,8 @@ def allowed_keys(model: type[BaseModel]) -> dict[str, list[str]]:
 # MLflow keys allow letters, digits, '_', '-', '.', ' ', ':' and '/', at most 250 characters, and
 # refuse a key that reads as another path ('a/./b', 'a/../b'). Everything a user names that becomes
 # part of a key is escaped reversibly: '@' → '_at_', '_' → '__', any other character outside
-# [A-Za-z0-9.-] → '_xHH_' (its code point in hex). rageval.evaluation.measures.metric_key is the
-# same function (a test holds them equal), for measure names.
+# [A-Za-z0-9.-] → '_xHH_' (its code point in hex); rageval.evaluation.measures.measure_from_key
+# undoes it. Measure names, slice labels and stage names all go through this one function.
 KEY_LENGTH = 250
 _PLAIN = re.compile(r"[A-Za-z0-9.\-]")
 

@@ -191,19 +191,21 @@ def test_a_slice_label_too_long_for_an_mlflow_key(tmp_path):
     assert problem.field == "slice[0]" and "is 200 characters long as a part of an MLflow key" in problem.message
 
 
-def test_the_key_escaping_is_the_one_measures_use():
+def test_the_key_escaping_is_the_one_measures_use_and_reverses():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from rageval.evaluation.measures import metric_key as measure_key
+    from rageval.evaluation import measures
     from rageval.validation import metric_key
+
+    assert measures.metric_key is metric_key
 
     @settings(max_examples=200, deadline=None, derandomize=True)
     @given(st.text(max_size=30))
-    def same(text):
-        assert metric_key(text) == measure_key(text)
+    def reverses(text):
+        assert measures.measure_from_key(metric_key(text)) == text
 
-    same()
+    reverses()
 
 
 def test_a_bom_in_cases_and_benchmark_yaml_is_read_through(tmp_path):

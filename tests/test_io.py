@@ -288,3 +288,12 @@ def test_a_byte_order_mark_inside_a_file_is_refused_not_read_into_an_id(tmp_path
         2,
         "a byte-order mark at the start of line 2, inside the file (were files joined with their marks?)",
     )
+
+
+def test_an_error_with_very_many_problems_lists_fifty_and_counts_the_rest():
+    from rageval.errors import InputError, Problem
+
+    error = InputError([Problem(file="f", line=n, message="bad") for n in range(1, 201)])
+    lines = str(error).splitlines()
+    assert lines[0] == "200 problems found:" and lines[1] == "f:1: bad" and lines[50] == "f:50: bad"
+    assert lines[-1] == "… and 150 more" and len(error.problems) == 200

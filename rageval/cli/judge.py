@@ -91,18 +91,21 @@ def judge_pool(
 
 
 def _read_rankings(path: Path):
+    import io
+
     import pandas as pd
 
     from rageval.errors import BenchmarkError
+    from rageval.io import read_text
 
     if not path.is_file():
         raise BenchmarkError(Problem(file=str(path), message="file not found", fix="check the --rankings path"))
     try:
-        return (
-            pd.read_parquet(path)
-            if path.suffix == ".parquet"
-            else pd.read_csv(path, sep="\t" if path.suffix == ".tsv" else ",")
-        )
+        if path.suffix == ".parquet":
+            return pd.read_parquet(path)
+        # Text goes through rageval.io: UTF-8 with or without BOM, else the line and byte offset.
+        text = read_text(path, BenchmarkError)
+        return pd.read_csv(io.StringIO(text), sep="\t" if path.suffix == ".tsv" else ",")
     except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid, pandas' ParserError, bad UTF-8 are ValueErrors
         kind = "parquet" if path.suffix == ".parquet" else "TSV" if path.suffix == ".tsv" else "CSV"
         raise BenchmarkError(

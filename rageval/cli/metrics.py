@@ -55,7 +55,7 @@ def metrics(
     ] = NoRelevantPolicy["score"],
 ) -> None:
     """Evaluate a TREC run against TREC qrels; prints 'measure<TAB>query<TAB>value' lines."""
-    from rageval.benchmark.trec import read_qrels, read_run
+    from rageval.benchmark.trec import read_qrels_and_run
     from rageval.evaluation import evaluate
 
     if output not in ("trec", "json"):
@@ -63,9 +63,12 @@ def metrics(
     try:
         input_file(qrels, "QRELS", "give a TREC qrels file: 'query 0 document grade' lines")
         input_file(run, "RUN", "give a TREC run file: 'query Q0 document rank score tag' lines")
+        # Both files read, and refused together when they cannot give a number (no shared query,
+        # nothing relevant at the threshold).
+        judged, frame = read_qrels_and_run(qrels, run, relevance=relevance)
         evaluation = evaluate(
-            read_run(run),
-            read_qrels(qrels),
+            frame,
+            judged,
             measure,
             ties=ties.value,
             duplicates=duplicates.value,

@@ -11,6 +11,7 @@ from typing import Any
 import ir_measures
 
 from rageval.errors import MeasureError, Problem
+from rageval.validation import metric_key
 
 # Names users know from other tools → the ir-measures name that computes the same thing.
 ALIASES: dict[str, str] = {"Hit": "Success", "MRR": "RR"}
@@ -80,25 +81,9 @@ def param(measure: ir_measures.measures.Measure, name: str) -> Any:
 
 # --------------------------------------------------------------------------- metric keys
 
-# MLflow keys allow letters, digits, '_', '-', '.', ' ', ':' and '/'. Everything else is escaped
-# reversibly: '@' → '_at_', '_' → '__', any other character → '_xHH_' (its code point in hex).
-_PLAIN = re.compile(r"[A-Za-z0-9.\-]")
+# The MLflow key escaping is rageval.validation.metric_key (one source, also used to check slice
+# labels); measure_from_key undoes it.
 _ESCAPE = re.compile(r"__|_at_|_x([0-9a-f]+)_")
-
-
-def metric_key(text: str) -> str:
-    """``nDCG@10`` → ``nDCG_at_10``; reversible with :func:`measure_from_key`."""
-    out = []
-    for char in text:
-        if char == "@":
-            out.append("_at_")
-        elif char == "_":
-            out.append("__")
-        elif _PLAIN.match(char):
-            out.append(char)
-        else:
-            out.append(f"_x{ord(char):x}_")
-    return "".join(out)
 
 
 def measure_from_key(key: str) -> str:

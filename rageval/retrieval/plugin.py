@@ -19,7 +19,7 @@ def load_entrypoint(entrypoint: str) -> type:
     module_name, _, attribute = entrypoint.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except (ImportError, TypeError, ValueError) as exc:  # TypeError/ValueError: a relative or empty name
         raise ConfigError(
             Problem(
                 file=CONFIG,

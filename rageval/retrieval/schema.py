@@ -178,7 +178,7 @@ class PluginConfig(StageBase):
 
     type: Literal["plugin"]
     name: StrictStr = "plugin"
-    entrypoint: Annotated[StrictStr, Field(pattern=r"^[\w.]+:[\w]+$")]
+    entrypoint: Annotated[StrictStr, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")]
     options: dict[StrictStr, Any] = Field(default_factory=dict)
 
 

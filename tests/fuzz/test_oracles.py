@@ -37,11 +37,6 @@ def test_an_override_with_a_known_answer_gets_it(label, expect, overrides):
     assert (row.handled, row.tracebacks, row.wrong) == (1, 0, 0), row.notes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rageval/retrieval/plugin.py (not this branch's file): importlib.import_module('.x') raises "
-    "TypeError for a relative entrypoint the PluginConfig pattern admits",
-)
 def test_a_relative_plugin_entrypoint_is_an_input_error():
     from readers import read_overrides
 
