@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import psutil
 import pytest
 import yaml
@@ -73,13 +74,17 @@ def test_the_baseline_ends_in_a_sealed_verified_run(demo_runs, store):
         "rageval.platform",
     ):
         assert info.tags.get(tag), tag
-    assert {
-        "latency/bm25/p50_ms",
-        "latency/bm25/p95_ms",
-        "context_tokens_mean",
-        "time_s/kernel_start",
-    } <= info.metrics.keys()
-    assert any(k.startswith("slice/") for k in info.metrics)
+    assert {"latency/total/p95_ms", "context_tokens_mean", "time_s/run", "permission_leaks"} <= info.metrics.keys()
+    assert len(info.metrics) <= 40 and not any(k.startswith("slice/") for k in info.metrics)
+    assert info.tags["rageval.kind"] == "evaluation" and info.name == "bm25-baseline@dev"
+    assert "bm25-baseline" in info.tags["mlflow.note.content"] and "nDCG@10" in info.tags["mlflow.note.content"]
+    root = Path(info.artifact_uri.removeprefix("file://"))
+    latency = pd.read_parquet(root / "tables" / "latency.parquet").set_index("stage")
+    assert {"bm25", "total"} <= set(latency.index) and "p95_ms" in latency.columns
+    assert "kernel_start" in set(pd.read_csv(root / "tables" / "run_timings.csv")["step"])
+    assert (root / "notebook" / "evaluate.html").read_text().lstrip().lower().startswith("<!doctype html")
+    assert (root / "figures" / "distribution.png").read_bytes().startswith(b"\x89PNG")
+    assert tracker.run(demo_runs[1].run_id).name == "bm25-baseline@dev #2"
     run = tracker.client.get_run(outcome.run_id)
     (dataset,) = run.inputs.dataset_inputs
     assert dataset.dataset.name.startswith("rageval-demo") and dataset.tags[0].value == "dev"

@@ -244,7 +244,8 @@ def test_a_sweep_seals_its_members_and_names_the_failure(release_sweep, store):
             child.tags["mlflow.parentRunId"] == outcome.parent_run_id and child.tags["rageval.sweep.release"] == "true"
         )
         assert child.tags["rageval.split"] == "release" and child.tags["rageval.config.family"] == "bm25-baseline"
-        assert child.name == f"t/{name}"
+        assert child.name == f"t/{name}@release" and child.tags["rageval.config.label"] == f"t/{name}"
+        assert child.tags["rageval.kind"] == "evaluation"
     assert children["broken"].status == "FAILED" and not children["broken"].sealed
     assert "planted failure" in children["broken"].tags["rageval.error"]
     # every release evaluation is counted, failed ones too, in start order

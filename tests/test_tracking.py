@@ -212,3 +212,34 @@ def test_a_manifest_of_an_unknown_format_is_not_taken_as_verified(store, result)
     path.write_bytes(data)
     tracker.client.set_tag(run_id, SEAL_TAG, sha256_bytes(data))
     assert tracker.verify(run_id) == ["manifest.json has format 3; this rageval reads formats 1, 2: upgrade rageval"]
+
+
+def test_an_evaluation_run_shows_few_metrics_and_its_breakdowns_as_tables(store, result):
+    import pandas as pd
+
+    from rageval.tracking.records import MAX_METRICS, TABLES_TAG, read_table
+
+    tracker, run_id = sealed_run(store, result)
+    info = tracker.run(run_id)
+    assert 0 < len(info.metrics) <= MAX_METRICS == 40
+    assert not any(k.startswith(("slice/", "stage/", "evidence/", "diagnostic/")) for k in info.metrics)
+    root = Path(urlparse(info.artifact_uri).path)
+    listed = {entry["path"] for entry in json.loads(info.tags[TABLES_TAG])}
+    assert {"tables/slices.json", "tables/latency.json", "tables/timings.json"} <= listed
+    for path in listed:
+        table = read_table((root / path).read_bytes())
+        stored = pd.read_parquet(root / path.replace(".json", ".parquet"))
+        pd.testing.assert_frame_equal(table, stored, check_dtype=False)
+    slices = read_table((root / "tables/slices.json").read_bytes()).set_index("slice")
+    assert slices["nDCG@10"].to_dict() == pytest.approx(result.slices["nDCG@10"].to_dict(), nan_ok=True)
+    for name in ("distribution.png", "slices.png", "latency.png", "recall_at_k.png"):
+        assert (root / "figures" / name).read_bytes().startswith(b"\x89PNG")
+    assert tracker.verify(run_id) == []
+
+
+def test_repeated_run_names_are_numbered(store):
+    tracker = Tracker(store)
+    ids = [tracker.create_run("names", "bm25-baseline@dev", params={}, tags={}) for _ in range(3)]
+    assert [tracker.run(i).name for i in ids] == ["bm25-baseline@dev", "bm25-baseline@dev #2", "bm25-baseline@dev #3"]
+    experiment = tracker.client.get_experiment_by_name("names")
+    assert "rageval" in experiment.tags["mlflow.note.content"]

@@ -185,3 +185,102 @@ def overview(result: ExperimentResult, measure: str | None = None) -> Figure:
     right.set(title=f"{measure} by slice (queries)", xlim=(0, 1), xlabel=measure)
     right.legend(loc="lower right")
     return figure
+
+
+# --------------------------------------------------------------------------- one evaluation run
+
+
+def figure_distribution(result: ExperimentResult, measure: str | None = None) -> Figure:
+    """How the primary measure is distributed over the evaluated queries (counts: integer ticks)."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    measure = measure or result.evaluation.measures[0].text
+    values = result.evaluation.per_query[measure].dropna()
+    figure = Figure(figsize=(7, 3.8), layout="constrained")
+    ax = figure.subplots()
+    ax.hist(values, bins=20, range=(0, 1), color="#4c72b0")
+    if len(values):
+        ax.axvline(values.mean(), color="black", linestyle="--", linewidth=1, label=f"mean {values.mean():.3f}")
+        ax.legend(loc="upper center", fontsize="small")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title=f"{measure} per query (n={len(values)})", xlabel=measure, ylabel="queries", xlim=(0, 1))
+    return figure
+
+
+def figure_run_slices(result: ExperimentResult) -> Figure:
+    """Each configured measure per slice (slices without an evaluated query left out), the legend
+    outside the bars."""
+    from matplotlib.figure import Figure
+
+    measures = [m.text for m in result.evaluation.measures if m.text in result.slices.columns]
+    view = result.slices[result.slices["queries"] > 0].dropna(how="all", subset=measures)
+    figure = Figure(figsize=(10, 0.35 * max(len(view), 1) * max(1, len(measures) / 2) + 1.4), layout="constrained")
+    ax = figure.subplots()
+    height = 0.8 / max(len(measures), 1)
+    positions = np.arange(len(view))[::-1]
+    for i, measure in enumerate(measures):
+        ax.barh(
+            positions + (len(measures) / 2 - i - 0.5) * height,
+            view[measure].to_numpy(dtype=float),
+            height=height,
+            color=_color(i),
+            label=_label(measure),
+        )
+    ax.set_yticks(positions, [f"{_label(s)} (n={int(n)})" for s, n in zip(view.index, view["queries"], strict=True)])
+    ax.set(xlim=(0, 1), xlabel="mean over the slice's evaluated queries", title="Measures by slice (n = queries)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    return figure
+
+
+def figure_recall_at_k(result: ExperimentResult) -> Figure | None:
+    """Mean Recall@k over the configured recall cut-offs, or ``None`` when no R@k is configured."""
+    from matplotlib.figure import Figure
+
+    recall = {m.text: m for m in result.evaluation.measures if m.text.startswith("R@")}
+    points = sorted(
+        (int(text.removeprefix("R@").split("@")[0]), float(result.evaluation.aggregates[text]))
+        for text in recall
+        if text.removeprefix("R@").split("@")[0].isdigit()
+    )
+    if not points:
+        return None
+    figure = Figure(figsize=(7, 3.8), layout="constrained")
+    ax = figure.subplots()
+    ks, values = zip(*points, strict=True)
+    ax.plot(ks, values, marker="o", color=_color(0), linewidth=1.8)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set(xlabel="k (configured cut-offs)", ylabel="mean Recall@k", ylim=(0, 1.02), title="Recall@k")
+    ax.grid(True, alpha=0.3)
+    return figure
+
+
+def figure_run_latency(result: ExperimentResult) -> Figure:
+    """Per-query latency of each stage, step, fetch and total (milliseconds, log scale)."""
+    from matplotlib.figure import Figure
+
+    frame = result.latency
+    stages = list(dict.fromkeys(frame["stage"]))
+    figure = Figure(figsize=(min(14, max(7, 0.7 * len(stages) + 3)), 4.2), layout="constrained")
+    ax = figure.subplots()
+    data = [frame[frame["stage"] == s]["seconds"].to_numpy() * 1000 for s in stages]
+    if data:
+        ax.boxplot(data, positions=np.arange(len(stages)), showfliers=False, manage_ticks=False)
+        ax.set_xticks(np.arange(len(stages)), [_label(s) for s in stages], rotation=20 if len(stages) > 4 else 0)
+        if all(d.size and d.min() > 0 for d in data):
+            ax.set_yscale("log")
+    ax.set(ylabel="ms per query", title="Latency by stage (boxes: quartiles, whiskers: 1.5 IQR)")
+    return figure
+
+
+def evaluation_figures(result: ExperimentResult) -> dict[str, Figure]:
+    """Every figure of one evaluation run, by PNG file name."""
+    out = {
+        "distribution.png": figure_distribution(result),
+        "slices.png": figure_run_slices(result),
+        "latency.png": figure_run_latency(result),
+    }
+    recall = figure_recall_at_k(result)
+    if recall is not None:
+        out["recall_at_k.png"] = recall
+    return out

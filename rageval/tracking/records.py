@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 SEAL_TAG = "rageval.seal"
 ERROR_TAG = "rageval.error"
 MANIFEST = "manifest.json"
+KIND_TAG = "rageval.kind"  # evaluation, sweep, comparison, gate or reproduction
+NAME_TAG = "rageval.name"  # the run's name before numbering (``bm25-baseline@dev`` for ``… #2``)
+NOTE_TAG = "mlflow.note.content"  # a run's or experiment's description in the MLflow UI
 # What every sealed evaluation run holds; a run without them is not an evaluation run.
 EVALUATION_ARTIFACTS = (
     "config.yaml",
@@ -47,6 +50,7 @@ class Record:
     files: dict[str, bytes] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # name → frame: tables/NAME.{json,csv,parquet}
 
 
 def parquet(frame: pd.DataFrame) -> bytes:
@@ -71,31 +75,25 @@ def png(figure: Figure) -> bytes:
 # --------------------------------------------------------------------------- an evaluation run
 
 
+# The most top-level metrics an evaluation run shows (the UI draws one chart per metric); every
+# breakdown is a table artifact instead (:func:`breakdown_tables`).
+MAX_METRICS = 40
+TABLES_TAG = "mlflow.loggedArtifacts"  # what ``MlflowClient.log_table`` sets: the UI lists these as tables
+
+
 def metric_names(result: ExperimentResult) -> dict[str, float]:
-    """Every metric of a result under its MLflow key (see :func:`rageval.evaluation.metric_key`)."""
+    """The headline metrics of a result under their MLflow keys (see
+    :func:`rageval.evaluation.metric_key`): the configured measures overall, query counts, leaks,
+    p95 latency, context tokens, duplicates, abstention and cache summaries. Breakdowns (slices,
+    stages, latency per step, diagnostics, evidence, timings) are tables: :func:`breakdown_tables`."""
     out: dict[str, float] = {}
     for measure, value in result.evaluation.aggregates.items():
         out[metric_key(measure)] = value
-    for label, row in result.slices.iterrows():
-        out[f"slice/{metric_key(str(label))}/queries"] = row["queries"]
-        for measure in result.evaluation.per_query.columns:
-            out[f"slice/{metric_key(str(label))}/{metric_key(measure)}"] = row[measure]
     out.update(result.counts())
-    for stage, row in result.latency_percentiles().iterrows():
-        path = "/".join(metric_key(part) for part in str(stage).split(":"))  # dense:embed → dense/embed
-        for name, value in row.items():
-            out[f"latency/{path}/{name}"] = value
-    for stage, row in result.stage_table().iterrows():
-        for name, value in row.items():
-            out[f"stage/{metric_key(str(stage))}/{metric_key(str(name))}"] = value
-    if result.evidence is not None and not result.evidence.empty:
-        lost = result.evidence["lost_at"].value_counts()
-        for stage in [*result.stage_names, "context"]:
-            out[f"evidence/lost_at/{metric_key(stage)}"] = int(lost.get(stage, 0))
-        for status, n in result.evidence["status"].value_counts().items():
-            out[f"evidence/{metric_key(str(status))}"] = int(n)
-    for name, value in result.evaluation.diagnostic_means.items():
-        out[f"diagnostic/{metric_key(str(name))}"] = value
+    percentiles = result.latency_percentiles()
+    if "total" in percentiles.index:
+        out["latency/total/p50_ms"] = percentiles.loc["total", "p50_ms"]
+        out["latency/total/p95_ms"] = percentiles.loc["total", "p95_ms"]
     out["duplicates_dropped"] = result.evaluation.duplicates
     if result.abstention is not None:
         out["abstention/threshold"] = result.abstention.threshold
@@ -107,20 +105,84 @@ def metric_names(result: ExperimentResult) -> dict[str, float]:
     if diagnostics is not None and not diagnostics.empty:
         for column in ("context_tokens_dedup", "context_chunks", "unique_parents", "overlap_ratio", "exact_duplicates"):
             out[f"{column}_mean"] = float(diagnostics[column].mean())
-    for stage, hit in result.cache_hits.items():
-        out[f"cache/{metric_key(stage)}/hit"] = int(hit)
-    for stage, calls in result.external_calls.items():
-        out[f"external_calls/{metric_key(stage)}"] = calls
-    for stage, seconds in result.timings.items():
-        out[f"time_s/{stage}"] = seconds
+    out["cache/stages"] = len(result.cache_hits)
+    out["cache/hits"] = sum(bool(hit) for hit in result.cache_hits.values())
+    out["external_calls"] = sum(result.external_calls.values())
+    out["time_s/experiment"] = sum(result.timings.values())
     return {k: float(v) for k, v in out.items() if pd.notna(v)}
 
 
-def evaluation_record(result: ExperimentResult) -> Record:
-    """An experiment's metrics, per-query artifacts and tags, as a sealed evaluation run holds them."""
+def breakdown_tables(result: ExperimentResult) -> dict[str, pd.DataFrame]:
+    """Every breakdown of a result, by table name: what used to be hundreds of one-point metrics."""
+    measures = list(result.evaluation.per_query.columns)
+    tables: dict[str, pd.DataFrame] = {}
+    slices = result.slices.rename_axis("slice").reset_index()
+    tables["slices"] = slices[["slice", "queries", *[m for m in measures if m in slices.columns]]]
+    latency = result.latency_percentiles().rename_axis("stage").reset_index()
+    tables["latency"] = latency
+    stages = result.stage_table()
+    if not stages.empty:
+        tables["stages"] = stages.rename_axis("stage").reset_index()
+    if result.evidence is not None and not result.evidence.empty:
+        lost = result.evidence["lost_at"].value_counts()
+        rows = [("lost_at", stage, int(lost.get(stage, 0))) for stage in [*result.stage_names, "context"]]
+        rows += [("status", str(s), int(n)) for s, n in result.evidence["status"].value_counts().items()]
+        tables["evidence"] = pd.DataFrame(rows, columns=["count", "of", "items"])
+    diagnostic = dict(result.evaluation.diagnostic_means.items())
+    if diagnostic:
+        tables["diagnostics"] = pd.DataFrame(
+            {"diagnostic": [str(k) for k in diagnostic], "mean": [float(v) for v in diagnostic.values()]}
+        )
+    stage_names = list(dict.fromkeys([*result.cache_hits, *result.external_calls]))
+    if stage_names:
+        tables["cache"] = pd.DataFrame(
+            {
+                "stage": stage_names,
+                "cache": ["hit" if result.cache_hits.get(s) else "miss" for s in stage_names],
+                "external_calls": [int(result.external_calls.get(s, 0)) for s in stage_names],
+            }
+        )
+    tables["timings"] = pd.DataFrame(
+        {"step": list(result.timings), "seconds": [float(v) for v in result.timings.values()]}
+    )
+    return tables
+
+
+def table_json(frame: pd.DataFrame) -> bytes:
+    """A table as ``MlflowClient.log_table`` writes it (``{"columns": [...], "data": [[...]]}``),
+    which the MLflow UI shows as a table."""
+    text = frame.to_json(orient="split", index=False, date_format="iso")
+    return text.encode()
+
+
+def table_files(name: str, frame: pd.DataFrame) -> dict[str, bytes]:
+    """One table as ``tables/NAME.json`` (the UI's table), ``.csv`` (a spreadsheet) and ``.parquet`` (code)."""
+    return {
+        f"tables/{name}.json": table_json(frame),
+        f"tables/{name}.csv": csv(frame),
+        f"tables/{name}.parquet": parquet(frame),
+    }
+
+
+def tables_tag(paths: Sequence[str]) -> str:
+    """The ``mlflow.loggedArtifacts`` value naming ``paths`` as tables (as ``log_table`` records them)."""
+    return json.dumps([{"path": p, "type": "table"} for p in paths])
+
+
+def read_table(data: bytes) -> pd.DataFrame:
+    """A table written by :func:`table_json`, back as a frame."""
+    body = json.loads(data)
+    return pd.DataFrame(body["data"], columns=body["columns"])
+
+
+def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | None = None) -> Record:
+    """An experiment's metrics, breakdown tables, figures, per-query artifacts and tags, as a sealed
+    evaluation run holds them."""
     evaluation = result.evaluation
-    record = Record(metrics=metric_names(result))
+    record = Record(metrics=metric_names(result), tables=breakdown_tables(result))
     files = record.files
+    for name, figure in (figures or {}).items():
+        files[f"figures/{name}"] = png(figure)
     files["rankings.parquet"] = parquet(result.rankings)
     files["per_query_metrics.parquet"] = parquet(evaluation.long())
     files["latency.parquet"] = parquet(result.latency)
@@ -223,6 +285,68 @@ def comparison_record(comparison: Comparison, figures: Mapping[str, Figure]) -> 
     for name, figure in figures.items():
         files[f"figures/{name}"] = png(figure)
     return Record(files=files, metrics=comparison.metrics())
+
+
+# --------------------------------------------------------------------------- descriptions
+
+
+def experiment_note(name: str) -> str:
+    """The description of an experiment rageval creates (the UI opens on runs, not traces)."""
+    return (
+        f"rageval evaluations of retrieval on **{name}**. Each run is sealed and has a `rageval.kind` tag: "
+        "`evaluation` (one configuration on one split: headline metrics, `tables/` breakdowns, `figures/`, "
+        "the executed notebook as HTML), `sweep` (a parent of evaluation runs), `comparison` (a baseline against "
+        "candidates), `gate` (a release decision) or `reproduction`. Add metric columns to the runs table with "
+        '"Columns"; a run\'s description says what it is. Verify a run with `rageval verify RUN`.'
+    )
+
+
+def _number(value: object) -> str:
+    try:
+        return f"{float(value):.4f}"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def evaluation_note(tags: Mapping[str, str], headline: Mapping[str, float]) -> str:
+    """One paragraph: which configuration, on which benchmark version and split, and how it scored."""
+    scores = ", ".join(f"{name} {_number(value)}" for name, value in headline.items())
+    sweep = (
+        f" Member `{tags['rageval.sweep.member']}` of sweep run `{tags['rageval.sweep.parent']}`."
+        if ("rageval.sweep.member" in tags and "rageval.sweep.parent" in tags)
+        else ""
+    )
+    return (
+        f"Evaluation of configuration **{tags.get('rageval.config.label', tags.get('rageval.config.name', '?'))}** "
+        f"(`{tags.get('rageval.config.file', '?')}`) on benchmark **{tags.get('rageval.benchmark.name', '?')}** "
+        f"version {tags.get('rageval.benchmark.version', '?')}, split `{tags.get('rageval.split', '?')}`, "
+        f"{tags.get('rageval.level', '?')} level.{sweep} Headline: {scores or 'see the metrics'}. Breakdowns are in "
+        "`tables/`, figures in `figures/`, the executed notebook in `notebook/` (HTML beside the .ipynb)."
+    )
+
+
+def comparison_note(baseline: str, candidates: Sequence[str], deltas: Mapping[str, float], sweep: str | None) -> str:
+    """One paragraph: the baseline, the candidates, and each candidate's deltas (``delta/…`` metrics)."""
+    shown = ", ".join(f"`{k.removeprefix('delta/')}` {v:+.4f}" for k, v in list(deltas.items())[:12])
+    more = f" and {len(deltas) - 12} more" if len(deltas) > 12 else ""
+    where = f" Belongs to sweep run `{sweep}`." if sweep else ""
+    return (
+        f"Comparison of baseline **{baseline}** (tag `rageval.role.RUN=baseline`) against {len(candidates)} "
+        f"candidate(s): {', '.join(candidates[:6])}{' …' if len(candidates) > 6 else ''}.{where} "
+        f"Deltas (candidate − baseline): {shown or 'none'}{more}. The results table is results.md; per-query "
+        "differences in per_query_diff.csv; figures in figures/."
+    )
+
+
+def gate_note(candidate: str, baseline: str, verdict: str, rules: pd.DataFrame) -> str:
+    """The gate's verdict in a sentence, then its rule table as Markdown."""
+    header = "| " + " | ".join(str(c) for c in rules.columns) + " |"
+    rows = [
+        "| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
+        for row in rules.itertuples(index=False)
+    ]
+    table = "\n".join([header, "|" + "---|" * len(rules.columns), *rows])
+    return f"Release gate of candidate **{candidate}** against baseline **{baseline}**: **{verdict}**.\n\n{table}"
 
 
 # --------------------------------------------------------------------------- the environment

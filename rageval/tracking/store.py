@@ -34,12 +34,18 @@ from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
     MANIFEST,
+    NAME_TAG,
+    NOTE_TAG,
     SEAL_TAG,
+    TABLES_TAG,
     Record,
     comparison_record,
     evaluation_record,
+    experiment_note,
     png,
     read_evaluation,
+    table_files,
+    tables_tag,
 )
 from rageval.tracking.seal import (
     HMAC_TAG,
@@ -150,7 +156,9 @@ class Tracker:
         if existing is not None:
             return existing.experiment_id
         try:
-            return self.client.create_experiment(name, artifact_location=artifact_root_for(self.uri))
+            return self.client.create_experiment(
+                name, artifact_location=artifact_root_for(self.uri), tags={NOTE_TAG: experiment_note(name)}
+            )
         except MlflowException:
             # A parallel run created it first.
             existing = self.client.get_experiment_by_name(name)
@@ -173,9 +181,13 @@ class Tracker:
         dataset_context: str = "",
     ) -> str:
         """Create a run in RUNNING state with its params, tags, files and dataset input, owned by
-        this process (see :mod:`rageval.tracking.owners`)."""
+        this process (see :mod:`rageval.tracking.owners`). ``run_name`` is numbered (``name #2``)
+        when the experiment already has a run of that name, so that names stay unique."""
+        experiment_id = self.experiment_id(experiment)
         run = self.client.create_run(
-            self.experiment_id(experiment), tags={**dict(tags), **owner_tags()}, run_name=run_name
+            experiment_id,
+            tags={**dict(tags), **owner_tags(), NAME_TAG: run_name},
+            run_name=self.unique_name(experiment_id, run_name),
         )
         run_id = run.info.run_id
         self.log_params(run_id, params)
@@ -184,6 +196,29 @@ class Tracker:
         if dataset is not None:
             self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
         return run_id
+
+    def unique_name(self, experiment_id: str, name: str) -> str:
+        """``name``, or ``name #n`` with n one more than the runs already given that name (by
+        :data:`NAME_TAG`, deleted runs too) in the experiment."""
+        from mlflow.entities import ViewType
+
+        taken = 0
+        token = None
+        while True:
+            page = self.client.search_runs(
+                [experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=token
+            )
+            taken += sum(1 for r in page if r.data.tags.get(NAME_TAG, r.info.run_name) == name)
+            token = page.token
+            if not token:
+                break
+        return name if taken == 0 else f"{name} #{taken + 1}"
+
+    def set_experiment_description(self, experiment: str, text: str) -> None:
+        """The experiment's description (its ``mlflow.note.content`` tag), set when it has none."""
+        experiment_id = self.experiment_id(experiment)
+        if NOTE_TAG not in self.client.get_experiment(experiment_id).tags:
+            self.client.set_experiment_tag(experiment_id, NOTE_TAG, text)
 
     def _writable(self, run_id: str) -> None:
         info = self.run(run_id)
@@ -258,11 +293,26 @@ class Tracker:
             time.sleep(0.2)
             self.client.log_inputs(run_id, inputs)
 
+    def log_tables(self, run_id: str, tables: Mapping[str, pd.DataFrame]) -> None:
+        """Write tables as ``tables/NAME.json`` (MLflow's table format, which the UI shows), ``.csv``
+        and ``.parquet``, and name them in ``mlflow.loggedArtifacts`` as ``log_table`` does."""
+        self._writable(run_id)
+        listed = json.loads(self.run(run_id).tags.get(TABLES_TAG, "[]"))
+        paths = [entry["path"] for entry in listed if entry.get("type") == "table"]
+        for name, frame in tables.items():
+            for path, data in table_files(name, frame).items():
+                self.log_bytes(run_id, path, data)
+            if f"tables/{name}.json" not in paths:
+                paths.append(f"tables/{name}.json")
+        self.set_tags(run_id, {TABLES_TAG: tables_tag(paths)})
+
     def log_record(self, run_id: str, record: Record) -> None:
-        """Write a record's artifacts, metrics and tags into a running run."""
+        """Write a record's artifacts, tables, metrics and tags into a running run."""
         self._writable(run_id)
         for path, data in record.files.items():
             self.log_bytes(run_id, path, data)
+        if record.tables:
+            self.log_tables(run_id, record.tables)
         if record.metrics:
             self.log_metrics(run_id, record.metrics)
         if record.tags:
@@ -270,8 +320,10 @@ class Tracker:
 
     def log_result(self, run_id: str, result: ExperimentResult) -> None:
         """Log an experiment's metrics and per-query artifacts into a running run."""
+        from rageval.analysis.plots import evaluation_figures
+
         started = time.perf_counter()
-        self.log_record(run_id, evaluation_record(result))
+        self.log_record(run_id, evaluation_record(result, evaluation_figures(result)))
         self.log_metrics(run_id, {"time_s/logging": time.perf_counter() - started})
 
     def fail(self, run_id: str, error: str, notebook: Path | None = None, *, details: str | None = None) -> None:

@@ -17,11 +17,13 @@ from rageval.analysis import (
 from rageval.analysis.formats import RESULT_FILES
 from rageval.errors import NotebookExecutionError, TrackingError
 from rageval.paths import project_root
+from rageval.tracking.records import NOTE_TAG, comparison_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import release_warnings, sealed_and_intact
 from rageval.workflows.notebooks import check_parameters, execute_into
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 from rageval.workflows.readback import candidate_ids
+from rageval.workflows.run import notebook_html
 
 COMPARE_PARAMETERS = ("baseline", "candidates", "sweep", "allow_mismatch", "notes", "run_id", "tracking_uri")
 DEFAULT_MAX_RELEASE_EVALUATIONS = 5
@@ -83,8 +85,16 @@ def execute_comparison(
         "rageval.benchmark.name": base.tags.get("rageval.benchmark.name", ""),
         "rageval.benchmark.version": base.tags.get("rageval.benchmark.version", ""),
     }
+    tags["rageval.baseline"] = baseline
+    tags[f"rageval.role.{baseline}"] = "baseline"
+    tags.update({f"rageval.role.{i}": "candidate" for i in ids})
+    parents = {i.tags.get("rageval.sweep.parent") for i in [base, *infos]} - {None}
     if sweep:
         tags["rageval.compare.sweep"] = sweep
+    link = sweep or (parents.pop() if len(parents) == 1 else None)
+    if link:
+        tags["rageval.sweep.parent"] = link
+        tags["mlflow.parentRunId"] = link  # nested under the sweep in the UI (never counted as a member)
     if found:
         tags["rageval.compare.mismatches"] = "\n".join(found)[:4000]
     if release:
@@ -127,6 +137,11 @@ def execute_comparison(
             except TrackingError:
                 continue  # a notebook of its own may log only the tables it needs
     try:
+        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+            executed = tracker.download(run_id, f"notebook/{notebook.name}", Path(tmp))
+            tracker.log_bytes(run_id, f"notebook/{notebook.with_suffix('.html').name}", notebook_html(executed))
+        deltas = {k: v for k, v in tracker.run(run_id).metrics.items() if k.startswith("delta/")}
+        tracker.set_tags(run_id, {NOTE_TAG: comparison_note(base.name, [i.name for i in infos], deltas, link)})
         digest = tracker.seal(run_id)
     except Exception as exc:
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")

@@ -24,6 +24,7 @@ from rageval.evaluation import metric_key
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
+from rageval.tracking.records import NOTE_TAG, gate_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -103,7 +104,7 @@ def execute_gate(
         "candidate": {
             "run_id": candidate,
             "run_name": infos["candidate"].name,
-            "config_name": tags.get("rageval.config.name", ""),
+            "config_name": tags.get("rageval.config.label") or tags.get("rageval.config.name", ""),
         },
         "rules": [r.__dict__ for r in decision.rules],
         "largest_losses": decision.largest_losses.to_dict(orient="records"),
@@ -129,7 +130,16 @@ def execute_gate(
             "rageval.gate.baseline": baseline,
             "rageval.gate.baseline.config": rollback["config_name"],
             "rageval.gate.candidate": candidate,
-            "rageval.gate.candidate.config": tags.get("rageval.config.name", ""),
+            "rageval.baseline": baseline,
+            f"rageval.role.{baseline}": "baseline",
+            f"rageval.role.{candidate}": "candidate",
+            NOTE_TAG: gate_note(infos["candidate"].name, infos["baseline"].name, decision.verdict, decision.table()),
+            **(
+                {"rageval.sweep.parent": sweep_parent, "mlflow.parentRunId": sweep_parent}
+                if (sweep_parent := tags.get("rageval.sweep.parent"))
+                else {}
+            ),
+            "rageval.gate.candidate.config": tags.get("rageval.config.label") or tags.get("rageval.config.name", ""),
             "rageval.benchmark.name": tags.get("rageval.benchmark.name", ""),
             "rageval.benchmark.version": tags.get("rageval.benchmark.version", ""),
             **({"rageval.warning.release": "\n".join(decision.warnings)[:4000]} if decision.warnings else {}),

@@ -112,7 +112,8 @@ def sweep_children(tracker: Tracker, sweep: str) -> list[RunInfo]:
         raise ComparisonError(f"run {sweep} is not a sweep's parent run (no rageval.kind=sweep tag)")
     if parent.sealed:
         tracker.verify_or_raise(sweep)
-    children = tracker.children(sweep)
+    # Comparisons and gates of the sweep's members are nested under it too; they are never members.
+    children = [c for c in tracker.children(sweep) if c.tags.get("rageval.kind") not in ("comparison", "gate")]
     recorded = _recorded_members(tracker, sweep)
     if recorded is None:
         return children

@@ -37,6 +37,7 @@ from rageval.experiment.stages import CONTEXT_STAGE
 from rageval.retrieval.pipeline import stage_inputs
 from rageval.retrieval.schema import StageConfig
 from rageval.safety import csv_bytes
+from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
 
 NEURAL_TYPES = {"dense", "rerank"}
@@ -238,6 +239,11 @@ def _record(tracker: Tracker, experiment_id: str, result: Reproduction, patch: b
             "rageval.reproduce.run": result.reproduction,
             "rageval.reproduce.verdict": result.verdict,
             "rageval.reproduce.dirty": str(patch is not None).lower(),
+            NOTE_TAG: (
+                f"Reproduction of run `{result.original}` at its commit as run `{result.reproduction}`: "
+                f"**{result.verdict}**. Per-stage ranking differences in reproduction.csv, metric differences "
+                "in metric_differences.json."
+            ),
         },
     )
     stages = result.table()

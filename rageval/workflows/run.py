@@ -32,8 +32,9 @@ from rageval.config.load import dump_config, flatten, load_config
 from rageval.config.schema import RunConfig
 from rageval.errors import NotebookExecutionError
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
+from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
-from rageval.tracking.records import environment
+from rageval.tracking.records import KIND_TAG, NOTE_TAG, environment, evaluation_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
@@ -71,11 +72,29 @@ def check_labels(config: RunConfig, benchmark: Benchmark) -> None:
         chunk_labels(benchmark, chunks, config.chunking, config.split)
 
 
+def config_label(name: str, overrides: Sequence[str]) -> str:
+    """A configuration's readable name: its own name, with a short hash of the overrides when any
+    (``bm25-baseline``, ``bm25-baseline+3f2a9c1d``)."""
+    if not overrides:
+        return name
+    return f"{name}+{sha256_bytes(json.dumps(list(overrides)).encode())[:8]}"
+
+
+def notebook_html(executed: Path) -> bytes:
+    """An executed notebook rendered as HTML (nbconvert), which the MLflow UI can preview."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    return body.encode()
+
+
 def run_tags(config: RunConfig, benchmark: Benchmark, config_file: Path, family: str | None = None) -> dict[str, str]:
     level = evaluation_level(config, benchmark)
     return {
         **git_state(config_file.resolve().parent),
         "rageval.version": RAGEVAL_VERSION,
+        KIND_TAG: "evaluation",
         "rageval.config.name": config.name,
         # Release evaluations are counted per family: a sweep's members share their base's.
         "rageval.config.family": family or config.name,
@@ -130,13 +149,16 @@ def execute_run(
     notebook_parameters: Mapping[str, Any] | None = None,
     timeout: int | None = None,
     run_name: str | None = None,
+    label: str | None = None,
     tags: Mapping[str, str] | None = None,
     family: str | None = None,
     cancel: threading.Event | None = None,
 ) -> RunOutcome:
     """Run one configuration through the evaluation notebook and seal the MLflow run.
 
-    ``tags`` are added to the run's own (a sweep's parent link); ``family`` names the
+    ``run_name`` defaults to :func:`config_label` ``@split`` (numbered when repeated); ``label``,
+    the configuration's own name (tag ``rageval.config.label``), to :func:`config_label` (a sweep
+    passes its member's). ``tags`` are added to the run's own (a sweep's parent link); ``family`` names the
     configuration family release evaluations are counted in (default: the config's name). When
     ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
     """
@@ -157,12 +179,13 @@ def execute_run(
         recorded_overrides.append(f"split={split}")
     experiment = experiment or bench.spec.name
     config_yaml = dump_config(config)
-    all_tags = {**run_tags(config, bench, config_file, family), **(tags or {})}
+    label = label or config_label(config.name, recorded_overrides)
+    all_tags = {**run_tags(config, bench, config_file, family), "rageval.config.label": label, **(tags or {})}
     dirty = all_tags.get("rageval.git.dirty") == "true"
     reaped = tuple(tracker.reap())
     run_id = tracker.create_run(
         experiment,
-        run_name or f"{config.name}@{config.split}",
+        run_name or f"{label}@{config.split}",
         params=run_params(config, recorded_overrides),
         tags=all_tags,
         files={
@@ -207,9 +230,17 @@ def execute_run(
         try:
             timings = notebook_timings(executed)
             tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
+            tracker.log_bytes(run_id, f"notebook/{Path(notebook.name).with_suffix('.html')}", notebook_html(executed))
             timings["prepare"] = prepared - started
             timings["notebook"] = executed_at - prepared
-            tracker.log_metrics(run_id, {f"time_s/{k}": v for k, v in timings.items()})
+            tracker.log_tables(
+                run_id, {"run_timings": pd.DataFrame({"step": list(timings), "seconds": list(timings.values())})}
+            )
+            tracker.log_metrics(run_id, {"time_s/run": timings["prepare"] + timings["notebook"]})
+            info = tracker.run(run_id)
+            measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
+            headline = {text: info.metrics[key] for key, text in measures.items() if key in info.metrics}
+            tracker.set_tags(run_id, {NOTE_TAG: evaluation_note(info.tags, headline)})
             digest = tracker.seal(run_id)
         except Exception as exc:
             tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")

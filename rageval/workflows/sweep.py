@@ -28,6 +28,7 @@ from rageval.config.sweep import Member, Sweep, load_sweep
 from rageval.errors import ConfigError, NotebookExecutionError, Problem, SweepError
 from rageval.evaluation import parse_measure
 from rageval.safety import csv_bytes
+from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -224,7 +225,8 @@ def run_sweep(
                 notebook=notebook,
                 notebook_parameters=notebook_parameters,
                 timeout=timeout,
-                run_name=f"{sweep.spec.name}/{m.name}",
+                run_name=f"{sweep.spec.name}/{m.name}@{sweep.split}",
+                label=f"{sweep.spec.name}/{m.name}",
                 family=family,
                 cancel=cancel,
                 tags={
@@ -352,5 +354,18 @@ def _finish(
     elif failed:
         tracker.fail(parent, f"{len(failed)} of {len(members)} members failed: {', '.join(failed)}")
     else:
+        names = ", ".join(f"`{m.name}`" for m in members[:20]) + (
+            f" and {len(members) - 20} more" if len(members) > 20 else ""
+        )
+        tracker.set_tags(
+            parent,
+            {
+                NOTE_TAG: (
+                    f"Sweep **{sweep.spec.name}** of `{sweep.base}` on split `{sweep.split}`: {len(members)} member "
+                    f"evaluation runs, nested below ({names}), all sealed. Members and their overrides are in "
+                    "summary.csv; compare them with `rageval compare --sweep` this run's ID."
+                )
+            },
+        )
         tracker.seal(parent)
     return outcome
