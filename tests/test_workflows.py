@@ -54,6 +54,12 @@ def test_the_gate_workflow_runs_on_the_store_object_it_is_given(tmp_path: Path, 
     assert gate.tags["rageval.gate.baseline"] == baseline and gate.tags["rageval.gate.candidate"] == candidate
     assert gate.tags["rageval.gate.verdict"] == outcome.decision.verdict
     assert tracker.verify(outcome.run_id) == []
+    # Browsable: the roles of the compared runs and a description holding the rule table.
+    assert gate.tags["rageval.baseline"] == baseline
+    assert (gate.tags[f"rageval.role.{baseline}"], gate.tags[f"rageval.role.{candidate}"]) == ("baseline", "candidate")
+    description = gate.tags["mlflow.note.content"]
+    assert outcome.decision.verdict.upper() in description.upper()
+    assert all(rule.rule in description for rule in outcome.decision.rules)
     assert {r.run_id for r in tracker.runs()} == {baseline, candidate, outcome.run_id}
 
 

@@ -81,12 +81,18 @@ def config_label(name: str, overrides: Sequence[str]) -> str:
 
 
 def notebook_html(executed: Path) -> bytes:
-    """An executed notebook rendered as HTML (nbconvert), which the MLflow UI can preview."""
+    """An executed notebook rendered as HTML (nbconvert), which the MLflow UI can preview. The
+    ``basic`` template: no scripts (the full templates load require.js and MathJax from a CDN, which
+    an offline viewer cannot reach and an artifact page should not run), figures inline."""
+    import html
+
     import nbformat
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
-    return body.encode()
+    body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.read(executed, as_version=4))
+    title = html.escape(executed.stem)
+    page = f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n<body>\n{body}\n</body></html>\n'
+    return page.encode()
 
 
 def run_tags(config: RunConfig, benchmark: Benchmark, config_file: Path, family: str | None = None) -> dict[str, str]:
