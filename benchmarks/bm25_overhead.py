@@ -124,7 +124,11 @@ def end_to_end(folder: Path, tmp: Path) -> None:
         tracker=Tracker(f"sqlite:///{tmp / 'mlruns' / 'mlflow.db'}"),
     )
     total = time.perf_counter() - started
-    m = outcome.metrics
+    tracker = Tracker(f"sqlite:///{tmp / 'mlruns' / 'mlflow.db'}")
+    m = dict(outcome.metrics)
+    for table in ("timings", "run_timings"):  # each step's time, as the run records it
+        frame = tracker.sealed_frame(outcome.run_id, f"tables/{table}.parquet")
+        m.update({f"time_s/{step}": seconds for step, seconds in zip(frame["step"], frame["seconds"], strict=True)})
     parts = {
         "prepare (config, notebook check, benchmark load, run creation)": outcome.seconds["prepare"],
         "kernel start": m.get("time_s/kernel_start", float("nan")),

@@ -2,7 +2,7 @@
 
 Runs the same sweep twice into a fresh store, with 1 worker and with 2, and compares each wall
 time with the sum of the members' own retrieval + evaluation time as the members recorded it
-(``time_s/*`` metrics of the same runs). Prints the per-configuration overhead (target <= 2 s),
+(their ``tables/timings`` and ``tables/run_timings``). Prints the per-configuration overhead (target <= 2 s),
 where it goes (run preparation, kernel start-up, the notebook beyond the experiment, logging,
 sealing), and the speed-up of 2 workers over 1.
 
@@ -27,16 +27,23 @@ OWN = ("retrieval", "evaluation")  # the members' own work, as the issue counts 
 COMPUTE = ("load", "chunking", "index", "retrieval", "evaluation")  # everything run_experiment does
 
 
+def member_timings(tracker: Tracker, run_id: str) -> dict[str, float]:
+    """A run's time per step: the experiment's (tables/timings) and the run's own (tables/run_timings)."""
+    out: dict[str, float] = {}
+    for table in ("timings", "run_timings"):
+        frame = tracker.sealed_frame(run_id, f"tables/{table}.parquet")
+        out.update(zip(frame["step"], frame["seconds"], strict=True))
+    out["logging"] = tracker.run(run_id).metrics.get("time_s/logging", 0.0)
+    return out
+
+
 def measure(sweep: Path, workers: int, store: str) -> dict[str, float]:
     outcome = run_sweep(
         sweep, workers=workers, tracker=Tracker(store), progress=io.StringIO(), experiment=f"overhead-{workers}"
     )
     outcome.check()
     tracker = Tracker(store)
-    timings = [
-        {k.removeprefix("time_s/"): v for k, v in tracker.run(m.run_id).metrics.items() if k.startswith("time_s/")}
-        for m in outcome.members
-    ]
+    timings = [member_timings(tracker, m.run_id) for m in outcome.members]
     n = len(timings)
 
     def total(*keys: str) -> float:
