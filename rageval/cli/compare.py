@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,7 +20,11 @@ from rageval.cli.common import (
     open_tracker,
     parse_notebook_parameters,
 )
+
 from rageval.errors import RagevalError
+
+if TYPE_CHECKING:
+    from rageval.analysis import Decision
 
 
 @app.command("sweep")
@@ -144,8 +148,7 @@ def gate(
     except RagevalError as error:
         fail(error)
     decision = outcome.decision
-    for rule in decision.rules:
-        echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+    print_rules(decision)
     if not decision.largest_losses.empty:
         listed = ", ".join(
             f"{q} ({d:+.3f})"
@@ -180,8 +183,13 @@ def demo(
     echo(f"chosen for release: {outcome.chosen} (best {swept.primary[1]} on dev)")
     echo(f"release runs: baseline {outcome.release_baseline.run_id}, candidate {outcome.release_candidate.run_id}")
     decision = outcome.gate.decision
-    for rule in decision.rules:
-        echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
+    print_rules(decision)
     echo(f"gate {outcome.gate.run_id}: {decision.verdict.upper()}")
     echo(f"browse: rageval ui  (store: {tracker.uri})")
     raise typer.Exit(0 if decision.passed else 1)
+
+
+def print_rules(decision: Decision) -> None:
+    """Each gate rule, its verdict and its reason, one line each."""
+    for rule in decision.rules:
+        echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
