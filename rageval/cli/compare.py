@@ -20,7 +20,6 @@ from rageval.cli.common import (
     open_tracker,
     parse_notebook_parameters,
 )
-
 from rageval.errors import RagevalError
 
 if TYPE_CHECKING:
