@@ -243,7 +243,7 @@ def test_invalid_yaml_in_a_notebook_parameter_names_the_parameter_and_the_fix(st
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.stderr.splitlines() == [
         "error: 2 problems found:",
-        "--parameter: top_n: '[1' is not a YAML value (expected ',' or ']', but got '<stream end>') "
+        "--parameter: top_n: '[1' is not a YAML value (did not find expected ',' or ']') "
         "(quote text that holds YAML syntax, e.g. -p 'top_n=\"[1\"')",
         "--parameter: day: '2024-01-01' reads as a YAML date, which a notebook parameter cannot hold "
         "(quote it as text, e.g. -p 'day=\"2024-01-01\"', or give a number, list or mapping)",

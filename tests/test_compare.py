@@ -258,6 +258,10 @@ def test_compare_in_process_agrees_with_the_runs_metrics(pair):
     tracker = Tracker(store)
     comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=1000, samples=2000)
     assert comparison.primary == "nDCG@10" and list(comparison.candidates) == ["three-candidates"]
+    # A run read back carries the metric contract it recorded (metric_contract.json).
+    from rageval.evaluation import CONTRACT
+
+    assert tracker.run_artifacts(baseline).contract["version"] == CONTRACT
     overall = comparison.overall.set_index(["run", "measure"])
     for run_id, label in ((baseline, "baseline"), (candidate, "three-candidates")):
         metrics = tracker.run(run_id).metrics

@@ -176,24 +176,26 @@ _PARAMETER_TYPES = (str, int, float, bool, type(None))
 def parse_notebook_parameters(values: list[str], option: str = "--parameter") -> dict[str, Any]:
     """``-p NAME=VALUE`` options → parameters, each VALUE read as YAML (``top_n=5`` is a number,
     ``note=text`` a string, ``measures=[AP, RR]`` a list). Invalid YAML, or a value papermill cannot
-    pass (a date, say), is a :class:`ParameterError` naming the parameter and the fix."""
-    import yaml
+    pass (a date, say), is a :class:`ParameterError` naming the parameter and the fix. Values are
+    read under the rules of every YAML rageval reads (:func:`rageval.io.parse_yaml`: duplicate keys
+    refused, aliases bounded), as ``--set`` values are."""
+    from rageval.io import parse_yaml
 
     out: dict[str, Any] = {}
     problems = []
     for name, text in parse_pairs(values, option).items():
         try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
-            problems.append(
+            value, _ = parse_yaml(text, option, ParameterError, field=name)
+        except ParameterError as exc:
+            problems += [
                 Problem(
                     file=option,
                     field=name,
-                    message=f"{text!r} is not a YAML value ({reason})",
-                    fix=f"quote text that holds YAML syntax, e.g. -p '{name}=\"{text}\"'",
+                    message=f"{text!r} is not a YAML value ({p.message.removeprefix('not valid YAML: ')})",
+                    fix=p.fix or f"quote text that holds YAML syntax, e.g. -p '{name}=\"{text}\"'",
                 )
-            )
+                for p in exc.problems
+            ]
             continue
         bad = _unsupported(value)
         if bad is not None:

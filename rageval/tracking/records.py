@@ -247,7 +247,10 @@ def read_evaluation(info: RunInfo, root: Path) -> RunArtifacts:
         rankings=pd.read_parquet(root / "rankings.parquet"),
         latency=pd.read_parquet(root / "latency.parquet"),
         stages=pd.read_parquet(root / "stages.parquet") if (root / "stages.parquet").is_file() else None,
-        contract=json.loads((root / "contract.json").read_text()) if (root / "contract.json").is_file() else None,
+        # The contract record every evaluation run holds (older runs may lack it).
+        contract=json.loads((root / "metric_contract.json").read_text(encoding="utf-8"))
+        if (root / "metric_contract.json").is_file()
+        else None,
     )
 
 

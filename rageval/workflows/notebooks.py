@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
+from rageval.io import read_text
 
 if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
@@ -40,11 +41,9 @@ def read_notebook(path: str | Path) -> Any:
         raise refuse("is a folder, not a notebook")
     if not path.is_file():
         raise ParameterError(Problem(file=str(path), message="notebook not found", fix="check the path"))
+    text = read_text(path, ParameterError)  # UTF-8, else the line and byte offset (rageval.io's rule)
     try:
-        text = path.read_text(encoding="utf-8")
         data = json.loads(text)
-    except UnicodeDecodeError:
-        raise refuse("not a notebook: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise refuse(f"not a notebook: not JSON ({exc.msg})", line=exc.lineno) from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
