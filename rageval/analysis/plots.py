@@ -4,9 +4,11 @@ figures. matplotlib is imported inside each function, so that importing :mod:`ra
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from rageval.analysis.comparison import Comparison
 from rageval.experiment.run import ExperimentResult
@@ -55,27 +57,13 @@ def figure_query_deltas(comparison: Comparison, measure: str | None = None) -> F
 
 def figure_slices(comparison: Comparison, measure: str | None = None) -> Figure:
     """One measure per slice for every run, slice labels with their query counts."""
-    from matplotlib.figure import Figure
-
     measure = measure or comparison.primary
-    view = comparison.slice_view(measure)
-    runs = [comparison.baseline, *comparison.candidates]
-    figure = Figure(figsize=(10, 0.45 * len(view) * max(1, len(runs) / 2) + 1.2), layout="constrained")
-    ax = figure.subplots()
-    height = 0.8 / len(runs)
-    positions = np.arange(len(view))[::-1]
-    for i, run in enumerate(runs):
-        ax.barh(
-            positions + (len(runs) / 2 - i - 0.5) * height,
-            view[run].to_numpy(),
-            height=height,
-            color=_color(i),
-            label=_label(run),
-        )
-    ax.set_yticks(positions, [f"{_label(s)} (n={n})" for s, n in zip(view.index, view["queries"], strict=True)])
-    ax.set(xlabel=measure, xlim=(0, 1), title=f"{measure} by slice (n = queries evaluated)")
-    ax.legend(loc="lower right", fontsize="small")
-    return figure
+    return _slice_bars(
+        comparison.slice_view(measure),
+        [comparison.baseline, *comparison.candidates],
+        xlabel=measure,
+        title=f"{measure} by slice (n = queries evaluated)",
+    )
 
 
 def figure_recall(comparison: Comparison) -> Figure:
@@ -94,34 +82,10 @@ def figure_recall(comparison: Comparison) -> Figure:
 
 
 def figure_latency(comparison: Comparison) -> Figure:
-    """Per-query latency of each stage, per run (milliseconds, log scale)."""
-    from matplotlib.figure import Figure
-
+    """Per-query latency of each stage, per run (milliseconds, log scale where every value is positive)."""
     frame = comparison.latency
-    stages = list(dict.fromkeys(frame["stage"]))
     runs = [comparison.baseline, *comparison.candidates]
-    figure = Figure(figsize=(min(14, max(7, 0.5 * len(stages) * len(runs) + 3)), 4.4), layout="constrained")
-    ax = figure.subplots()
-    width = 0.8 / len(runs)
-    for i, run in enumerate(runs):
-        data = [frame[(frame["run"] == run) & (frame["stage"] == s)]["seconds"].to_numpy() * 1000 for s in stages]
-        data = [d if d.size else np.array([np.nan]) for d in data]
-        boxes = ax.boxplot(
-            data,
-            positions=np.arange(len(stages)) + (i - (len(runs) - 1) / 2) * width,
-            widths=width * 0.9,
-            patch_artist=True,
-            showfliers=False,
-            manage_ticks=False,
-        )
-        for box in boxes["boxes"]:
-            box.set(facecolor=_color(i), alpha=0.75)
-        ax.plot([], [], color=_color(i), linewidth=6, label=_label(run))
-    ax.set_xticks(np.arange(len(stages)), stages, rotation=20 if len(stages) > 4 else 0)
-    ax.set_yscale("log")
-    ax.set(ylabel="ms per query (log scale)", title="Latency per stage (boxes: quartiles, whiskers: 1.5 IQR)")
-    ax.legend(fontsize="small")
-    return figure
+    return _latency_boxes({run: frame[frame["run"] == run] for run in runs}, "Latency per stage")
 
 
 def figure_frontier(comparison: Comparison) -> Figure:
@@ -175,8 +139,7 @@ def overview(result: ExperimentResult, measure: str | None = None) -> Figure:
     figure = Figure(figsize=(11, 3.8), layout="constrained")
     left, right = figure.subplots(1, 2, width_ratios=[1, 1.6])
     values = result.evaluation.per_query[measure].dropna()
-    left.hist(values, bins=20, range=(0, 1), color="#4c72b0")
-    left.set(title=f"{measure} per query (n={len(values)})", xlabel=measure, ylabel="queries")
+    _histogram(left, values, measure)
     slices = result.slices[measure].dropna().sort_values()
     shown = [f"{_label(s)} ({result.slices.loc[s, 'queries']})" for s in slices.index]
     right.barh(np.arange(len(shown)), slices.to_numpy(), color="#55a868")
@@ -191,46 +154,24 @@ def overview(result: ExperimentResult, measure: str | None = None) -> Figure:
 
 
 def figure_distribution(result: ExperimentResult, measure: str | None = None) -> Figure:
-    """How the primary measure is distributed over the evaluated queries (counts: integer ticks)."""
+    """How the primary measure is distributed over the evaluated queries."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
     measure = measure or result.evaluation.measures[0].text
-    values = result.evaluation.per_query[measure].dropna()
     figure = Figure(figsize=(7, 3.8), layout="constrained")
-    ax = figure.subplots()
-    ax.hist(values, bins=20, range=(0, 1), color="#4c72b0")
-    if len(values):
-        ax.axvline(values.mean(), color="black", linestyle="--", linewidth=1, label=f"mean {values.mean():.3f}")
-        ax.legend(loc="upper center", fontsize="small")
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set(title=f"{measure} per query (n={len(values)})", xlabel=measure, ylabel="queries", xlim=(0, 1))
+    _histogram(figure.subplots(), result.evaluation.per_query[measure].dropna(), measure)
     return figure
 
 
 def figure_run_slices(result: ExperimentResult) -> Figure:
-    """Each configured measure per slice (slices without an evaluated query left out), the legend
-    outside the bars."""
-    from matplotlib.figure import Figure
-
+    """Each configured measure per slice."""
     measures = [m.text for m in result.evaluation.measures if m.text in result.slices.columns]
-    view = result.slices[result.slices["queries"] > 0].dropna(how="all", subset=measures)
-    figure = Figure(figsize=(10, 0.35 * max(len(view), 1) * max(1, len(measures) / 2) + 1.4), layout="constrained")
-    ax = figure.subplots()
-    height = 0.8 / max(len(measures), 1)
-    positions = np.arange(len(view))[::-1]
-    for i, measure in enumerate(measures):
-        ax.barh(
-            positions + (len(measures) / 2 - i - 0.5) * height,
-            view[measure].to_numpy(dtype=float),
-            height=height,
-            color=_color(i),
-            label=_label(measure),
-        )
-    ax.set_yticks(positions, [f"{_label(s)} (n={int(n)})" for s, n in zip(view.index, view["queries"], strict=True)])
-    ax.set(xlim=(0, 1), xlabel="mean over the slice's evaluated queries", title="Measures by slice (n = queries)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
-    return figure
+    return _slice_bars(
+        result.slices,
+        measures,
+        xlabel="mean over the slice's evaluated queries",
+        title="Measures by slice (n = queries)",
+    )
 
 
 def figure_recall_at_k(result: ExperimentResult) -> Figure | None:
@@ -256,21 +197,8 @@ def figure_recall_at_k(result: ExperimentResult) -> Figure | None:
 
 
 def figure_run_latency(result: ExperimentResult) -> Figure:
-    """Per-query latency of each stage, step, fetch and total (milliseconds, log scale)."""
-    from matplotlib.figure import Figure
-
-    frame = result.latency
-    stages = list(dict.fromkeys(frame["stage"]))
-    figure = Figure(figsize=(min(14, max(7, 0.7 * len(stages) + 3)), 4.2), layout="constrained")
-    ax = figure.subplots()
-    data = [frame[frame["stage"] == s]["seconds"].to_numpy() * 1000 for s in stages]
-    if data:
-        ax.boxplot(data, positions=np.arange(len(stages)), showfliers=False, manage_ticks=False)
-        ax.set_xticks(np.arange(len(stages)), [_label(s) for s in stages], rotation=20 if len(stages) > 4 else 0)
-        if all(d.size and d.min() > 0 for d in data):
-            ax.set_yscale("log")
-    ax.set(ylabel="ms per query", title="Latency by stage (boxes: quartiles, whiskers: 1.5 IQR)")
-    return figure
+    """Per-query latency of each stage, step, fetch and total (milliseconds)."""
+    return _latency_boxes({"": result.latency}, "Latency by stage")
 
 
 def evaluation_figures(result: ExperimentResult) -> dict[str, Figure]:
@@ -284,3 +212,76 @@ def evaluation_figures(result: ExperimentResult) -> dict[str, Figure]:
     if recall is not None:
         out["recall_at_k.png"] = recall
     return out
+
+
+# --------------------------------------------------------------------------- shared drawing
+
+
+def _slice_bars(view: pd.DataFrame, groups: Sequence[str], *, xlabel: str, title: str) -> Figure:
+    """Horizontal bars per slice, one per group (runs of a comparison, or measures of one run);
+    slices without an evaluated query are left out and the legend stands outside the bars."""
+    from matplotlib.figure import Figure
+
+    view = view[view["queries"] > 0].dropna(how="all", subset=list(groups))
+    figure = Figure(figsize=(10, 0.35 * max(len(view), 1) * max(1, len(groups) / 2) + 1.4), layout="constrained")
+    ax = figure.subplots()
+    height = 0.8 / max(len(groups), 1)
+    positions = np.arange(len(view))[::-1]
+    for i, group in enumerate(groups):
+        ax.barh(
+            positions + (len(groups) / 2 - i - 0.5) * height,
+            view[group].to_numpy(dtype=float),
+            height=height,
+            color=_color(i),
+            label=_label(group),
+        )
+    ax.set_yticks(positions, [f"{_label(s)} (n={int(n)})" for s, n in zip(view.index, view["queries"], strict=True)])
+    ax.set(xlim=(0, 1), xlabel=xlabel, title=title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    return figure
+
+
+def _latency_boxes(frames: Mapping[str, pd.DataFrame], title: str) -> Figure:
+    """Boxes of per-query milliseconds per stage, one box per group and stage (a legend when there
+    are several groups); log scale only where every value is positive."""
+    from matplotlib.figure import Figure
+
+    stages = list(dict.fromkeys(s for frame in frames.values() for s in frame["stage"]))
+    figure = Figure(figsize=(min(14, max(7, 0.5 * len(stages) * len(frames) + 3)), 4.4), layout="constrained")
+    ax = figure.subplots()
+    width = 0.8 / max(len(frames), 1)
+    positive = True
+    for i, (group, frame) in enumerate(frames.items()):
+        data = [frame[frame["stage"] == s]["seconds"].to_numpy() * 1000 for s in stages]
+        positive = positive and all(d.size == 0 or d.min() > 0 for d in data)
+        boxes = ax.boxplot(
+            [d if d.size else np.array([np.nan]) for d in data],
+            positions=np.arange(len(stages)) + (i - (len(frames) - 1) / 2) * width,
+            widths=width * 0.9,
+            patch_artist=True,
+            showfliers=False,
+            manage_ticks=False,
+        )
+        for box in boxes["boxes"]:
+            box.set(facecolor=_color(i), alpha=0.75)
+        if len(frames) > 1:
+            ax.plot([], [], color=_color(i), linewidth=6, label=_label(group))
+    ax.set_xticks(np.arange(len(stages)), [_label(s) for s in stages], rotation=20 if len(stages) > 4 else 0)
+    if stages and positive:
+        ax.set_yscale("log")
+    ax.set(ylabel="ms per query", title=f"{title} (boxes: quartiles, whiskers: 1.5 IQR)")
+    if len(frames) > 1:
+        ax.legend(fontsize="small")
+    return figure
+
+
+def _histogram(ax: Any, values: pd.Series, measure: str) -> None:
+    """Per-query values of one measure in [0, 1], their mean marked; counts get integer ticks."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.hist(values, bins=20, range=(0, 1), color="#4c72b0")
+    if len(values):
+        ax.axvline(values.mean(), color="black", linestyle="--", linewidth=1, label=f"mean {values.mean():.3f}")
+        ax.legend(loc="upper center", fontsize="small")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title=f"{measure} per query (n={len(values)})", xlabel=measure, ylabel="queries", xlim=(0, 1))
