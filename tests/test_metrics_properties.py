@@ -168,7 +168,7 @@ def test_repeated_ids_after_their_first_occurrence_change_nothing_but_the_count(
     assert repeated.duplicates == copies * len(rows) and clean.duplicates == 0
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)  # a random draw once left pytrec_eval running for 14 min
 @given(rankings, qrels_strategy, options, st.sampled_from(["zero", "skip"]), st.sampled_from(["skip", "score"]))
 def test_native_values_equal_ir_measures_pytrec_eval(run, qrels, chosen, missing, no_relevant):
     both = {"missing": missing, "no_relevant": no_relevant, **chosen}
