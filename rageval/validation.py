@@ -145,26 +145,43 @@ def allowed_keys(model: type[BaseModel]) -> dict[str, list[str]]:
 
 # MLflow keys allow letters, digits, '_', '-', '.', ' ', ':' and '/', at most 250 characters, and
 # refuse a key that reads as another path ('a/./b', 'a/../b'). Everything a user names that becomes
-# part of a key is escaped reversibly: '@' → '_at_', '_' → '__', any other character outside
-# [A-Za-z0-9.-] → '_xHH_' (its code point in hex); rageval.evaluation.measures.measure_from_key
-# undoes it. Measure names, slice labels and stage names all go through this one function.
+# part of a key is written so that it reads well and can be read back exactly: characters MLflow
+# allows stay as they are ('_', ' ' and ':' included), '@' becomes '_at_' (MLflow's own convention:
+# precision_at_k), the characters measure syntax and sweep labels use become words ('=' '_eq_',
+# ',' '_and_', '(' '_of_', ')' '_end', '/' '_per_'), anything else '_uXXXX_' (its code point).
+# A literal '_' that would start one of those words is itself written '_u005f_', so decoding is
+# unambiguous. Measure names, slice labels, stage names and run labels all go through this pair.
 KEY_LENGTH = 250
-_PLAIN = re.compile(r"[A-Za-z0-9.\-]")
+_KEY_CHARS = re.compile(r"[A-Za-z0-9.\- :]")
+_WORDS = {"@": "_at_", "=": "_eq_", ",": "_and_", "(": "_of_", ")": "_end", "/": "_per_"}
+_TOKEN = re.compile("|".join(re.escape(w) for w in _WORDS.values()) + r"|_u([0-9a-f]{4,6})_")
+_CHARS = {word: char for char, word in _WORDS.items()}
 
 
 def metric_key(text: str) -> str:
-    """``nDCG@10`` → ``nDCG_at_10``: ``text`` as a part of an MLflow key, escaped reversibly."""
-    out = []
-    for char in text:
-        if char == "@":
-            out.append("_at_")
-        elif char == "_":
-            out.append("__")
-        elif _PLAIN.match(char):
-            out.append(char)
+    """``nDCG@10`` → ``nDCG_at_10``, ``k1=1.2,b=0.75`` → ``k1_eq_1.2_and_b_eq_0.75``: ``text`` as a
+    part of an MLflow key, readable and reversible (:func:`key_text` undoes it)."""
+    out = ""  # built from the end: whether a literal '_' needs escaping depends on what follows it
+    for char in reversed(text):
+        if char == "_":
+            out = ("_u005f_" if _TOKEN.match("_" + out) else "_") + out
+        elif char in _WORDS:
+            out = _WORDS[char] + out
+        elif _KEY_CHARS.match(char):
+            out = char + out
         else:
-            out.append(f"_x{ord(char):x}_")
-    return "".join(out)
+            out = f"_u{ord(char):04x}_" + out
+    return out
+
+
+def key_text(key: str) -> str:
+    """``nDCG_at_10`` → ``nDCG@10``: the text :func:`metric_key` wrote."""
+
+    def undo(match: re.Match[str]) -> str:
+        code = match.group(1)
+        return chr(int(code, 16)) if code else _CHARS[match.group(0)]
+
+    return _TOKEN.sub(undo, key)
 
 
 def key_part_problem(text: str, room: int) -> str | None:

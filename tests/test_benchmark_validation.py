@@ -188,7 +188,7 @@ def test_a_slice_label_that_cannot_be_an_mlflow_key_fails_validation(tmp_path, l
 def test_a_slice_label_too_long_for_an_mlflow_key(tmp_path):
     cases = [CASES[0], dict(CASES[1], slice=["é" * 40]), CASES[2]]
     (problem,) = only(problems_of(write_tiny(tmp_path / "b", cases=cases)), "cases.jsonl")
-    assert problem.field == "slice[0]" and "is 200 characters long as a part of an MLflow key" in problem.message
+    assert problem.field == "slice[0]" and "is 280 characters long as a part of an MLflow key" in problem.message
 
 
 def test_the_key_escaping_is_the_one_measures_use_and_reverses():

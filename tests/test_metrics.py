@@ -89,15 +89,24 @@ def test_measure_strings_parse_once_and_keep_user_text():
 
 def test_metric_keys_are_mlflow_safe():
     assert metric_key("nDCG@10") == "nDCG_at_10"
-    assert metric_key("R(rel=2)@10") == "R_x28_rel_x3d_2_x29__at_10"
+    assert metric_key("R(rel=2)@10") == "R_of_rel_eq_2_end_at_10"
     assert measure_from_key("nDCG_at_10") == "nDCG@10"
 
 
 @given(st.text(min_size=1, max_size=30))
 def test_metric_key_round_trips_any_string(text):
     key = metric_key(text)
-    assert all(c.isascii() and (c.isalnum() or c in "_-.") for c in key)
+    assert all(c.isascii() and (c.isalnum() or c in "_-. :") for c in key)
     assert measure_from_key(key) == text
+
+
+def test_metric_keys_read_well():
+    # Only characters MLflow refuses are rewritten, as words; no hex escapes for the usual texts.
+    assert metric_key("critical_slices.max_loss") == "critical_slices.max_loss"
+    assert metric_key("demo/k1=1.2,b=0.75@dev") == "demo_per_k1_eq_1.2_and_b_eq_0.75_at_dev"
+    assert metric_key("long tail") == "long tail"
+    # A literal '_' that would read as a word is written as its code point, so reading back is exact.
+    assert metric_key("x_at_y") == "x_u005f_at_y" and measure_from_key("x_u005f_at_y") == "x_at_y"
 
 
 runs = st.dictionaries(

@@ -74,7 +74,9 @@ class Comparison:
         """Per candidate and measure: delta and Holm p-value over all queries (MLflow keys)."""
         out = {}
         for row in self.overall[self.overall["role"] == "candidate"].itertuples(index=False):
-            key = f"{metric_key(str(row.run))}/{metric_key(str(row.measure))}"
+            # '/' in a run label (family/member) stays a separator the UI groups by; metric_key never writes one
+            run = "/".join(metric_key(part) for part in str(row.run).split("/"))
+            key = f"{run}/{metric_key(str(row.measure))}"
             out[f"delta/{key}"] = row.delta
             out[f"p_holm/{key}"] = row.p_holm
         return {k: float(v) for k, v in out.items() if pd.notna(v)}

@@ -11,7 +11,7 @@ from typing import Any
 import ir_measures
 
 from rageval.errors import MeasureError, Problem
-from rageval.validation import metric_key
+from rageval.validation import key_text, metric_key
 
 # Names users know from other tools → the ir-measures name that computes the same thing.
 ALIASES: dict[str, str] = {"Hit": "Success", "MRR": "RR"}
@@ -81,20 +81,7 @@ def param(measure: ir_measures.measures.Measure, name: str) -> Any:
 
 # --------------------------------------------------------------------------- metric keys
 
-# The MLflow key escaping is rageval.validation.metric_key (one source, also used to check slice
-# labels); measure_from_key undoes it.
-_ESCAPE = re.compile(r"__|_at_|_x([0-9a-f]+)_")
-
-
 def measure_from_key(key: str) -> str:
-    """``nDCG_at_10`` → ``nDCG@10``: the measure text :func:`metric_key` escaped."""
-
-    def undo(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token == "__":
-            return "_"
-        if token == "_at_":
-            return "@"
-        return chr(int(match.group(1), 16))
-
-    return _ESCAPE.sub(undo, key)
+    """``nDCG_at_10`` → ``nDCG@10``: the measure text :func:`metric_key` wrote (one scheme, in
+    :mod:`rageval.validation`)."""
+    return key_text(key)
