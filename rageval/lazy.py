@@ -24,3 +24,14 @@ def exports(package: str, names: Mapping[str, str]) -> tuple[Callable[[str], Any
         return sorted({*names, *namespace.get("__all__", ())})
 
     return __getattr__, __dir__
+
+
+def skip_iri_grammar() -> None:
+    """Keep jsonschema from importing ``rfc3987_syntax`` (JupyterLab installs it), which compiles
+    its lark grammars on import: about 0.8 s on a quiet 2-core machine, paid by every process that
+    reads a notebook (nbformat → jsonschema). jsonschema imports it only to check the ``iri``
+    formats, which notebook schemas never use, and goes on without it. A process that imported it
+    already keeps it."""
+    import sys
+
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None: the import fails, as if absent

@@ -1,0 +1,111 @@
+"""What `rageval run` costs beyond the work it records.
+
+Measures, in the same session and alternating, (a) the in-process work alone — `run_experiment`
+on the configuration, with no notebook and no tracking, timed inside a fresh Python process (its
+imports reported apart) — and (b) the whole `rageval run CONFIG` command, as a user starts it, into
+a store created beforehand (a store's one-time set-up is not a run's cost). Prints each repeat, the
+min and median, the overhead (b − a) in seconds and the ratio b / a, and where a run's time goes
+(the run's own `tables/run_timings`). Target: overhead <= 4 s on a quiet 2-core machine.
+
+    python benchmarks/run_overhead.py [--config params/bm25.yaml] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rageval.tracking.store import Tracker
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_S = 4.0
+
+WORK = """
+import json, sys, time
+started = time.perf_counter()
+from rageval.config.load import load_config
+from rageval.experiment.run import run_experiment
+imported = time.perf_counter()
+config = load_config(sys.argv[1])
+loaded = time.perf_counter()
+run_experiment(config)
+done = time.perf_counter()
+print(json.dumps({"import_s": imported - started, "load_s": loaded - imported, "work_s": done - loaded}))
+"""
+
+
+def work_alone(config: Path) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", WORK, str(config)], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def whole_run(config: Path, store: str) -> tuple[float, str]:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": store}
+    started = time.perf_counter()
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "rageval"), "run", str(config)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"rageval run failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    run_id = next(line.split()[1] for line in done.stdout.splitlines() if line.startswith("run ") and "sealed" in line)
+    return wall, run_id
+
+
+def steps(tracker: Tracker, run_id: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for table in ("timings", "run_timings"):
+        frame = tracker.sealed_frame(run_id, f"tables/{table}.parquet")
+        out.update(zip(frame["step"], frame["seconds"], strict=True))
+    return out
+
+
+def summary(values: list[float]) -> str:
+    return f"min {min(values):6.2f}  median {statistics.median(values):6.2f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "params" / "bm25.yaml")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    store = f"sqlite:///{Path(tempfile.mkdtemp(prefix='rageval-run-overhead-')) / 'mlflow.db'}"
+    tracker = Tracker(store)  # the store's one-time set-up, before any timing
+    print(f"config {args.config}; {os.cpu_count()} CPU cores (shared with whatever else runs)")
+    print(f"\n{'repeat':>6} {'work s':>8} {'imports s':>9} {'rageval run s':>13} {'overhead s':>10} {'ratio':>6}")
+    works, runs, imports, last = [], [], [], ""
+    for repeat in range(1, args.repeat + 1):
+        alone = work_alone(args.config)
+        wall, last = whole_run(args.config, store)
+        works.append(alone["work_s"])
+        imports.append(alone["import_s"])
+        runs.append(wall)
+        print(
+            f"{repeat:>6} {alone['work_s']:8.3f} {alone['import_s']:9.3f} {wall:13.2f} "
+            f"{wall - alone['work_s']:10.2f} {wall / alone['work_s']:6.1f}"
+        )
+    overheads = [r - w for r, w in zip(runs, works, strict=True)]
+    print(f"\nwork alone (run_experiment):  {summary(works)} s")
+    print(f"rageval run (whole command):  {summary(runs)} s")
+    print(f"overhead (run − work):        {summary(overheads)} s")
+    ratios = [r / w for r, w in zip(runs, works, strict=True)]
+    print(f"ratio (run / work):           min {min(ratios):6.1f}  median {statistics.median(ratios):6.1f}")
+    met = statistics.median(overheads) <= TARGET_S
+    print(f"target: overhead <= {TARGET_S:.0f} s — median {'met' if met else 'NOT met'}")
+    print(f"\nwhere the last run's time went (its tables/run_timings and tables/timings), run {last}:")
+    for step, seconds in steps(tracker, last).items():
+        print(f"  {seconds:7.3f} s  {step}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
