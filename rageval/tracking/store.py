@@ -191,8 +191,7 @@ class Tracker:
         )
         run_id = run.info.run_id
         self.log_params(run_id, params)
-        for path, data in (files or {}).items():
-            self.log_bytes(run_id, path, data)
+        self._put(run_id, files or {})
         if dataset is not None:
             self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
         return run_id
@@ -221,7 +220,10 @@ class Tracker:
             self.client.set_experiment_tag(experiment_id, NOTE_TAG, text)
 
     def _writable(self, run_id: str) -> None:
-        info = self.run(run_id)
+        self._check_writable(self.run(run_id))
+
+    def _check_writable(self, info: RunInfo) -> None:
+        run_id = info.run_id
         if info.sealed:
             raise RunSealedError(
                 f"run {run_id} is sealed (manifest sha256 {info.tags[SEAL_TAG][:12]}…) and cannot change; "
@@ -254,12 +256,23 @@ class Tracker:
         self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def log_bytes(self, run_id: str, artifact_path: str, data: bytes) -> None:
+        self.log_files(run_id, {artifact_path: data})
+
+    def log_files(self, run_id: str, files: Mapping[str, bytes]) -> None:
+        """Write ``files`` (artifact path → bytes) into a running run: one check that it may still
+        change and one upload of the whole tree (a record's dozens of files, not a call each)."""
         self._writable(run_id)
+        self._put(run_id, files)
+
+    def _put(self, run_id: str, files: Mapping[str, bytes]) -> None:
+        if not files:
+            return
         with tempfile.TemporaryDirectory(prefix="rageval-artifact-") as tmp:
-            local = Path(tmp) / Path(artifact_path).name
-            local.write_bytes(data)
-            parent = str(Path(artifact_path).parent)
-            self.client.log_artifact(run_id, str(local), None if parent == "." else parent)
+            for path, data in files.items():
+                local = Path(tmp) / path
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_bytes(data)
+            self.client.log_artifacts(run_id, tmp)
 
     def log_file(self, run_id: str, artifact_path: str, path: Path) -> None:
         self.log_bytes(run_id, artifact_path, Path(path).read_bytes())
@@ -296,21 +309,21 @@ class Tracker:
     def log_tables(self, run_id: str, tables: Mapping[str, pd.DataFrame]) -> None:
         """Write tables as ``tables/NAME.json`` (MLflow's table format, which the UI shows), ``.csv``
         and ``.parquet``, and name them in ``mlflow.loggedArtifacts`` as ``log_table`` does."""
-        self._writable(run_id)
-        listed = json.loads(self.run(run_id).tags.get(TABLES_TAG, "[]"))
+        info = self.run(run_id)
+        self._check_writable(info)
+        listed = json.loads(info.tags.get(TABLES_TAG, "[]"))
         paths = [entry["path"] for entry in listed if entry.get("type") == "table"]
+        files: dict[str, bytes] = {}
         for name, frame in tables.items():
-            for path, data in table_files(name, frame).items():
-                self.log_bytes(run_id, path, data)
+            files.update(table_files(name, frame))
             if f"tables/{name}.json" not in paths:
                 paths.append(f"tables/{name}.json")
-        self.set_tags(run_id, {TABLES_TAG: tables_tag(paths)})
+        self._put(run_id, files)
+        self.client.set_tag(run_id, TABLES_TAG, tables_tag(paths))
 
     def log_record(self, run_id: str, record: Record) -> None:
         """Write a record's artifacts, tables, metrics and tags into a running run."""
-        self._writable(run_id)
-        for path, data in record.files.items():
-            self.log_bytes(run_id, path, data)
+        self.log_files(run_id, record.files)
         if record.tables:
             self.log_tables(run_id, record.tables)
         if record.metrics:
