@@ -243,3 +243,5 @@ def test_repeated_run_names_are_numbered(store):
     assert [tracker.run(i).name for i in ids] == ["bm25-baseline@dev", "bm25-baseline@dev #2", "bm25-baseline@dev #3"]
     experiment = tracker.client.get_experiment_by_name("names")
     assert "rageval" in experiment.tags["mlflow.note.content"]
+    # MLflow 3's UI opens an experiment of this kind on its runs, not on the GenAI traces page.
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"

@@ -36,6 +36,8 @@ MANIFEST = "manifest.json"
 KIND_TAG = "rageval.kind"  # evaluation, sweep, comparison, gate or reproduction
 NAME_TAG = "rageval.name"  # the run's name before numbering (``bm25-baseline@dev`` for ``… #2``)
 NOTE_TAG = "mlflow.note.content"  # a run's or experiment's description in the MLflow UI
+# MLflow 3's UI opens an experiment of unknown kind on its GenAI traces page; this kind opens on the runs.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 # What every sealed evaluation run holds; a run without them is not an evaluation run.
 EVALUATION_ARTIFACTS = (
     "config.yaml",

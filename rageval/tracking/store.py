@@ -33,6 +33,7 @@ from rageval.paths import artifact_root_for, default_tracking_uri
 from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
+    EXPERIMENT_KIND,
     MANIFEST,
     NAME_TAG,
     NOTE_TAG,
@@ -157,7 +158,7 @@ class Tracker:
             return existing.experiment_id
         try:
             return self.client.create_experiment(
-                name, artifact_location=artifact_root_for(self.uri), tags={NOTE_TAG: experiment_note(name)}
+                name, artifact_location=artifact_root_for(self.uri), tags={NOTE_TAG: experiment_note(name), **EXPERIMENT_KIND}
             )
         except MlflowException:
             # A parallel run created it first.
