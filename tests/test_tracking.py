@@ -245,3 +245,18 @@ def test_repeated_run_names_are_numbered(store):
     assert "rageval" in experiment.tags["mlflow.note.content"]
     # MLflow 3's UI opens an experiment of this kind on its runs, not on the GenAI traces page.
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_many_measures_keep_forty_headline_metrics_and_the_rest_in_a_table():
+    from rageval.tracking.records import MAX_METRICS, evaluation_record
+
+    measures = [f"P@{k}" for k in range(1, 46)]
+    config = load_config(ROOT / "params" / "bm25.yaml", [f"evaluation.measures={json.dumps(measures)}"])
+    result = run_experiment(config)
+    record = evaluation_record(result)
+    assert len(record.metrics) == MAX_METRICS
+    assert list(record.metrics)[:MAX_METRICS] == [f"P_at_{k}" for k in range(1, 41)]  # measures come first
+    more = record.tables["more_metrics"]
+    everything = metric_names(result)
+    # Nothing is dropped: headline and table together are every metric, with the same values.
+    assert {**record.metrics, **dict(zip(more["metric"], more["value"], strict=True))} == everything

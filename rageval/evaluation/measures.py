@@ -81,6 +81,7 @@ def param(measure: ir_measures.measures.Measure, name: str) -> Any:
 
 # --------------------------------------------------------------------------- metric keys
 
+
 def measure_from_key(key: str) -> str:
     """``nDCG_at_10`` → ``nDCG@10``: the measure text :func:`metric_key` wrote (one scheme, in
     :mod:`rageval.validation`)."""

@@ -184,7 +184,17 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
     """An experiment's metrics, breakdown tables, figures, per-query artifacts and tags, as a sealed
     evaluation run holds them."""
     evaluation = result.evaluation
-    record = Record(metrics=metric_names(result), tables=breakdown_tables(result))
+    metrics = metric_names(result)
+    tables = breakdown_tables(result)
+    if len(metrics) > MAX_METRICS:
+        # Many configured measures: the first MAX_METRICS (measures first) stay headline columns;
+        # the rest are kept, whole, in a table rather than dropped.
+        keys = list(metrics)
+        tables["more_metrics"] = pd.DataFrame(
+            {"metric": keys[MAX_METRICS:], "value": [metrics[k] for k in keys[MAX_METRICS:]]}
+        )
+        metrics = {k: metrics[k] for k in keys[:MAX_METRICS]}
+    record = Record(metrics=metrics, tables=tables)
     files = record.files
     for name, figure in (figures or {}).items():
         files[f"figures/{name}"] = png(figure)

@@ -158,7 +158,9 @@ class Tracker:
             return existing.experiment_id
         try:
             return self.client.create_experiment(
-                name, artifact_location=artifact_root_for(self.uri), tags={NOTE_TAG: experiment_note(name), **EXPERIMENT_KIND}
+                name,
+                artifact_location=artifact_root_for(self.uri),
+                tags={NOTE_TAG: experiment_note(name), **EXPERIMENT_KIND},
             )
         except MlflowException:
             # A parallel run created it first.
