@@ -52,7 +52,11 @@ def whole_run(config: Path, store: str) -> tuple[float, str]:
     env = {**os.environ, "MLFLOW_TRACKING_URI": store}
     started = time.perf_counter()
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "rageval"), "run", str(config)], cwd=ROOT, env=env, capture_output=True, text=True
+        [str(Path(sys.executable).parent / "rageval"), "run", str(config)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     wall = time.perf_counter() - started
     if done.returncode != 0:
