@@ -153,7 +153,7 @@ def git_diff(path: Path) -> bytes:
         "--no-ext-diff",
         "--no-textconv",
         "--",
-        *(f":(top){f}" for f in files),
+        *(f":(top,literal){f}" for f in files),
         timeout=30,
     )
     return done.stdout if done is not None else b""
