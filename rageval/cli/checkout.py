@@ -26,4 +26,4 @@ def setup_git(
         fail(error)
     for key, value in settings.items():
         echo(f"{key} = {value}")
-    echo("notebook outputs, execution counts and kernel details now stay out of git status, diff and commits")
+    echo("outputs, execution counts and kernel details of notebooks now stay out of git diff and commits")
