@@ -24,7 +24,7 @@ from rageval.cli.common import (
     output_file,
     parse_notebook_parameters,
 )
-from rageval.errors import RagevalError, TrackingError
+from rageval.errors import RagevalError
 
 
 @app.command("run")
@@ -149,32 +149,33 @@ def export_run(
 def diff_notebooks(
     run_a: Annotated[str, typer.Argument(help="run ID")],
     run_b: Annotated[str, typer.Argument(help="run ID")],
-    metadata: Annotated[bool, typer.Option("--metadata", help="also show metadata, IDs and details")] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="nbdime's complete diff (every output line, images as digests)")
+    ] = False,
+    metadata: Annotated[
+        bool, typer.Option("--metadata", help="nbdime's complete diff with metadata, IDs and details")
+    ] = False,
+    max_lines: Annotated[int, typer.Option(help="lines shown per change (0: all)", min=0)] = 40,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Show the parameter and output differences of two runs' executed notebooks (nbdime)."""
+    """Show what differs between two runs' executed notebooks: parameters (the configuration as YAML
+    lines) and outputs as text, without timings, counts or IDs; --full for nbdime's complete diff."""
     import tempfile
+
+    from rageval.workflows.notebook_diff import diff_notebook_files, download_notebooks, nbdime_diff
 
     tracker = open_tracker(tracking_uri)
     with tempfile.TemporaryDirectory(prefix="rageval-nbdiff-") as tmp:
-        paths = []
         try:
-            for label, run_id in (("a", run_a), ("b", run_b)):
-                folder = tracker.download(run_id, "notebook", Path(tmp) / label)
-                found = sorted(folder.glob("*.ipynb"))
-                if not found:
-                    raise TrackingError(f"run {run_id} has no executed notebook under notebook/")
-                paths.append(found[0])
+            old, new = download_notebooks(tracker, (run_a, run_b), Path(tmp))
         except RagevalError as error:
             fail(error)
-        # -M -I -D: metadata, cell IDs and execution details are noise between two executions.
-        command = [sys.executable, "-m", "nbdime", "diff", *([] if metadata else ["-M", "-I", "-D"])]
-        if not sys.stdout.isatty():
-            command.append("--no-color")
-        done = subprocess.run([*command, str(paths[0]), str(paths[1])], capture_output=True, text=True)
-        output = done.stdout.replace(str(paths[0]), f"{run_a}:{paths[0].name}").replace(
-            str(paths[1]), f"{run_b}:{paths[1].name}"
-        )
+        labels = (f"{run_a}:{old.name}", f"{run_b}:{new.name}")
+        if not (full or metadata):
+            echo(diff_notebook_files(old, new, labels, max_lines).rstrip("\n") or "no parameter or output differences")
+            return
+        done = nbdime_diff(old, new, metadata=metadata, color=sys.stdout.isatty())
+        output = done.stdout.replace(str(old), labels[0]).replace(str(new), labels[1])
         echo(output if output.strip() else "no parameter or output differences")
         if done.returncode != 0:
             echo(done.stderr, err=True)

@@ -1,0 +1,29 @@
+"""The clone itself: ``rageval setup-git`` (the nbstripout filter that keeps notebook outputs out
+of commits; see docs/notebooks.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rageval.cli.common import app, echo, fail
+from rageval.errors import RagevalError
+from rageval.paths import project_root
+
+
+@app.command("setup-git")
+def setup_git(
+    path: Annotated[Path | None, typer.Argument(help="a folder of the clone [default: the project's]")] = None,
+) -> None:
+    """Configure this clone's git (.git/config) to strip notebook outputs on add, status and diff (nbstripout)."""
+    from rageval.workflows.provenance import install_notebook_filter
+
+    try:
+        settings = install_notebook_filter(path or project_root())
+    except RagevalError as error:
+        fail(error)
+    for key, value in settings.items():
+        echo(f"{key} = {value}")
+    echo("outputs, execution counts and kernel details of notebooks now stay out of git diff and commits")
