@@ -20,6 +20,7 @@ COMMANDS = [
     "benchmark",
     "metrics",
     "run",
+    "setup-git",
     "verify",
     "runs",
     "export-run",
