@@ -69,6 +69,12 @@ class _Steps:
         return None
 
 
+def _due(steps: _Steps, event: Event) -> bool:
+    """Whether a running bar is due a plain line (not when it has just finished: its step's line says it)."""
+    running = event.get("kind") == "bar" and not event.get("done") and steps.bar is not None
+    return running and time.time() - steps.printed >= PLAIN_BAR_EVERY
+
+
 def _plain_done(prefix: str, done: tuple[str, float, str], failed: bool = False) -> str:
     name, seconds, count = done
     detail = f"{seconds:.2f} s" + (f"; {count}" if count else "") + ("; failed" if failed else "")
@@ -122,9 +128,7 @@ class RunView(Reporter):
                 return
             if self._progress is not None:
                 self._show(steps)
-            elif (
-                steps.bar is not None and event.get("kind") == "bar" and time.time() - steps.printed >= PLAIN_BAR_EVERY
-            ):
+            elif _due(steps, event):
                 steps.printed = time.time()
                 self.stream.write(f"{steps.name}: {steps.count()}\n")
                 self.stream.flush()
@@ -222,11 +226,7 @@ class SweepView(Reporter):
                 if done is not None:
                     self.stream.write(_plain_done(f"[{name}] ", done))
                 steps = member.steps
-                if (
-                    steps.bar is not None
-                    and event.get("kind") == "bar"
-                    and time.time() - steps.printed >= PLAIN_BAR_EVERY
-                ):
+                if _due(steps, event):
                     steps.printed = time.time()
                     self.stream.write(f"[{name}] {steps.name}: {steps.count()}\n")
                 self.stream.flush()

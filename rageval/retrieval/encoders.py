@@ -115,7 +115,7 @@ def cross_encoder(path: Path, device: str, max_length: int | None) -> Any:
 
 # Texts are encoded this many batches at a time, so that a long encoding can report its progress;
 # always, reported or not, so that the embeddings never depend on whether anyone watched.
-SLICE_BATCHES = 16
+SLICE_BATCHES = 4
 
 
 def encode(
