@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,7 +24,9 @@ from rageval.cli.common import (
     parse_pairs,
 )
 from rageval.errors import RagevalError
-from rageval.progress import Reporter
+
+if TYPE_CHECKING:
+    from rageval.progress import Reporter
 
 
 @benchmark_app.command("validate")
