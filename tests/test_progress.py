@@ -197,6 +197,26 @@ def test_the_plain_sweep_view_labels_each_members_steps():
     ]
 
 
+def test_the_live_sweep_view_draws_its_members_and_prints_those_that_end():
+    out = io.StringIO()
+    with SweepView(out, live=True) as view:
+        view.note("sweep parent run p1")
+        view.emit({"kind": "sweep", "member": "a", "status": "start", "line": "sweep: 0/1 configs"})
+        member = view.member("a")
+        member.step("retrieval")
+        list(member.bar(range(3), desc="queries"))
+        table = view._table()
+        view.emit({"kind": "sweep", "member": "a", "status": "sealed", "line": "sweep: 1/1 configs"})
+    from rich.console import Console
+
+    drawn = Console(file=io.StringIO(), width=100)
+    drawn.print(table)
+    row = drawn.file.getvalue()
+    assert "a" in row and "retrieval" in row and "queries 3/3" in row and "sweep: 0/1 configs" in row
+    text = out.getvalue()
+    assert "sweep parent run p1" in text and "✓ a: sealed" in text
+
+
 # --------------------------------------------------------------------------- real commands
 
 

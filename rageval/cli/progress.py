@@ -252,12 +252,14 @@ class SweepView(Reporter):
         self._live.console.print(Text.assemble(mark, f"{name}: {status} ", (f"({seconds:.1f} s)", "cyan")))
 
     def _table(self) -> Any:
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
         now = time.time()
         # No lock here: rich calls this under its own lock, which emit() may be waiting for.
         members = list(self.members.items())
-        table = Table(box=None, caption=self.summary or None, caption_justify="left", pad_edge=False)
+        table = Table(box=None, pad_edge=False)
         for column in ("member", "status", "step", "progress", "step s", "total s"):
             table.add_column(column, justify="right" if column.endswith(" s") else "left")
         for name, member in members:
@@ -272,4 +274,4 @@ class SweepView(Reporter):
                 f"{now - steps.since:.1f}" if steps.name else "",
                 f"{now - member.began:.1f}" if member.began is not None else "",
             )
-        return table
+        return Group(table, Text(self.summary, style="dim")) if self.summary else table
