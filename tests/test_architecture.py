@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rageval"
 
-BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety", "lazy"})
+BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety", "lazy", "progress"})
 PURE = ("benchmark", "retrieval", "evaluation", "config", "experiment", "judging", "analysis")
 # What each top-level part of rageval may import from rageval (besides itself). The arrows follow the
 # data flow: params → config → benchmark + chunks → stages → rankings → measures → sealed run → comparison.
@@ -25,6 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "validation": frozenset({"errors"}),
     "safety": frozenset(),
     "lazy": frozenset(),
+    "progress": frozenset(),
     "benchmark": BASE,
     "retrieval": BASE | {"benchmark"},
     "evaluation": BASE | {"benchmark"},

@@ -17,6 +17,7 @@ from rageval.benchmark.trec import read_qrels, read_topics, whole_number
 from rageval.errors import BenchmarkError, InputError, Problem
 from rageval.hashing import sha256_file
 from rageval.io import file_problem, read_jsonl, read_lines, read_text
+from rageval.progress import SILENT, Reporter
 from rageval.validation import Slug, Strict, problems_from_validation, shorten, valid_rows
 
 Record = TypeVar("Record", bound="BeirRecord")
@@ -119,13 +120,17 @@ class BeirQuery(BeirRecord):
 ID_FIX = 'IDs are JSON strings: quote it, e.g. "_id": "12"'
 
 
-def _beir_rows(path: Path, model: type[Record], problems: list[Problem]) -> list[tuple[int, Record]]:
+def _beir_rows(
+    path: Path, model: type[Record], problems: list[Problem], reporter: Reporter = SILENT, what: str = "records"
+) -> list[tuple[int, Record]]:
     """The valid records of a BEIR JSON-lines file; each bad line (and a repeated ``_id``) is a problem."""
+    reporter.step(f"read {path.name}")
     rows, read_problems = read_jsonl(path)
     problems.extend(read_problems)
+    reporter.step(f"check {what}")
     out: list[tuple[int, Record]] = []
     seen: dict[str, int] = {}
-    for number, value in rows:
+    for number, value in reporter.bar(rows, desc=what):
         try:
             record = model.model_validate(value)
         except ValidationError as exc:
@@ -158,13 +163,15 @@ def _beir_qrels(
     grade_map: Mapping[int, int],
     judged: dict[str, tuple[str, dict[str, int]]],
     problems: list[Problem],
+    reporter: Reporter = SILENT,
 ) -> None:
     """Read ``qrels/<split>.tsv`` (``query-id<TAB>corpus-id<TAB>score``, header optional) into ``judged``."""
+    reporter.step(f"read qrels/{path.name}")
     file = str(path)
     lines: dict[tuple[str, str], int] = {}
     count = 0
     header = True
-    for number, line in read_lines(path, problems):
+    for number, line in reporter.bar(read_lines(path, problems), desc="lines"):
         if not line.strip():
             continue
         parts = line.split("\t")
@@ -241,6 +248,7 @@ def import_beir(
     corpus_version: str | None = None,
     grade_map: Mapping[int, int] | None = None,
     extra_splits: Sequence[str] = (),
+    reporter: Reporter = SILENT,
 ) -> Path:
     """Import a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
 
@@ -248,7 +256,8 @@ def import_beir(
     A benchmark split is ``dev`` or ``release`` unless named in ``extra_splits`` (a split nothing else
     of rageval knows is declared on purpose, never by a typo). Only judged queries become cases; a
     query judged in two mapped splits, a document judged twice with different grades, a record
-    without its ``text`` and an ``_id`` that is not a string are errors.
+    without its ``text`` and an ``_id`` that is not a string are errors. ``reporter`` gets the
+    steps (reading, checking, writing) and a bar over each file's records.
     """
     source = Path(source)
     grade_map = dict(grade_map or {})
@@ -286,13 +295,13 @@ def import_beir(
     corpus_file = source / "corpus.jsonl"
     documents = [
         Document(id=d.id, title=d.title, text=d.text, metadata=d.metadata)
-        for _, d in _beir_rows(corpus_file, BeirDocument, problems)
+        for _, d in _beir_rows(corpus_file, BeirDocument, problems, reporter, "documents")
     ]
     queries_file = source / "queries.jsonl"
-    queries = {q.id: (line, q.text) for line, q in _beir_rows(queries_file, BeirQuery, problems)}
+    queries = {q.id: (line, q.text) for line, q in _beir_rows(queries_file, BeirQuery, problems, reporter, "queries")}
     judged: dict[str, tuple[str, dict[str, int]]] = {}
     for beir_split, split in splits.items():
-        _beir_qrels(source / "qrels" / f"{beir_split}.tsv", split, grade_map, judged, problems)
+        _beir_qrels(source / "qrels" / f"{beir_split}.tsv", split, grade_map, judged, problems, reporter)
     for qid in judged:
         if qid in queries and not queries[qid][1].strip():
             problems.append(
@@ -306,6 +315,7 @@ def import_beir(
             )
     if problems:
         raise BenchmarkError(problems)
+    reporter.step("build cases")
     corpus_version = corpus_version or f"{source.name}-{sha256_file(corpus_file)[:12]}"
     texts = {qid: text for qid, (_, text) in queries.items()}
     cases = _build_cases(texts, judged, corpus_version, {d.id for d in documents}, str(source / "qrels"))
@@ -314,6 +324,7 @@ def import_beir(
     if grade_map:
         description += f"; grades mapped {', '.join(f'{k}→{v}' for k, v in sorted(grade_map.items()))}"
     spec = _spec(name, version, corpus_version, list(dict.fromkeys(splits.values())), description)
+    reporter.step("write benchmark")
     return write_benchmark(out, spec, documents, cases)
 
 
@@ -334,14 +345,16 @@ class TrecJsonDocument(Strict):
     metadata: dict[StrictStr, Any] = Field(default_factory=dict)
 
 
-def _trec_documents(path: Path) -> list[Document]:
+def _trec_documents(path: Path, reporter: Reporter = SILENT) -> list[Document]:
     """Documents as JSON lines (``id``/``_id``, ``title``, ``text``) or TREC SGML ``<DOC>`` blocks."""
+    reporter.step(f"read {path.name}")
     text = read_text(path, BenchmarkError)
     problems: list[Problem] = []
     found: list[tuple[int, Document]] = []
     if text.lstrip().startswith("{"):
         rows, problems = read_jsonl(path)
-        for number, row in valid_rows(rows, TrecJsonDocument, str(path), problems):
+        reporter.step("check documents")
+        for number, row in valid_rows(reporter.bar(rows, desc="documents"), TrecJsonDocument, str(path), problems):
             key = row.id if row.id is not None else row.id_
             if key is None or (row.id is not None and row.id_ is not None):
                 problems.append(
@@ -355,7 +368,8 @@ def _trec_documents(path: Path) -> list[Document]:
                 continue
             found.append((number, Document(id=key, title=row.title, text=row.text, metadata=row.metadata)))
     else:
-        found = list(_sgml_documents(text, str(path), problems))
+        reporter.step("check documents")
+        found = list(reporter.bar(_sgml_documents(text, str(path), problems), desc="documents"))
     seen: dict[str, int] = {}
     for number, document in found:
         if document.id in seen:
@@ -447,9 +461,11 @@ def import_trec(
     release_fraction: float = 0.0,
     corpus_version: str | None = None,
     grade_map: Mapping[int, int] | None = None,
+    reporter: Reporter = SILENT,
 ) -> Path:
     """Import TREC topics + qrels + a document collection. Queries go to ``dev``, or to
-    ``release`` for a stable ``release_fraction`` of them (by hash of the query ID)."""
+    ``release`` for a stable ``release_fraction`` of them (by hash of the query ID). ``reporter``
+    gets the steps and a bar over the documents."""
     grade_map = dict(grade_map or {})
     if not 0 <= release_fraction <= 1:
         raise BenchmarkError(
@@ -461,10 +477,12 @@ def import_trec(
             )
         )
     docs_path = Path(documents)
-    docs = _trec_documents(docs_path)
+    docs = _trec_documents(docs_path, reporter)
     corpus_version = corpus_version or f"{docs_path.stem}-{sha256_file(docs_path)[:12]}"
     try:
+        reporter.step(f"read {Path(topics).name}")
         texts = read_topics(topics, field=field)
+        reporter.step(f"read {Path(qrels).name}")
         judgments = read_qrels(qrels)
     except InputError as exc:
         raise BenchmarkError(exc.problems) from None
@@ -479,7 +497,9 @@ def import_trec(
         judged[qid] = (split, {d: grade_map.get(g, g) for d, g in grades.items()})
     if problems:
         raise BenchmarkError(problems)
+    reporter.step("build cases")
     cases = _build_cases(texts, judged, corpus_version, {d.id for d in docs}, str(qrels))
     splits = ["dev", "release"] if release_fraction > 0 else ["dev"]
     description = f"Imported from TREC files {Path(topics).name} ({field}), {Path(qrels).name}, {docs_path.name}"
+    reporter.step("write benchmark")
     return write_benchmark(out, _spec(name, version, corpus_version, splits, description), docs, cases)

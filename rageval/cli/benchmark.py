@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -24,6 +24,9 @@ from rageval.cli.common import (
     parse_pairs,
 )
 from rageval.errors import RagevalError
+
+if TYPE_CHECKING:
+    from rageval.progress import Reporter
 
 
 @benchmark_app.command("validate")
@@ -77,7 +80,7 @@ def import_beir(
     from rageval.benchmark.importers import import_beir as run_import
 
     _imported(
-        lambda: run_import(
+        lambda reporter: run_import(
             source,
             out,
             name=name,
@@ -85,6 +88,7 @@ def import_beir(
             splits=parse_pairs(split, "--split"),
             corpus_version=corpus_version,
             grade_map=parse_grade_map(grade_map),
+            reporter=reporter,
         )
     )
 
@@ -107,7 +111,7 @@ def import_trec(
     """Import TREC topics, qrels and a document collection."""
     from rageval.benchmark.importers import import_trec as run_import
 
-    def checked() -> Path:
+    def checked(reporter: Reporter) -> Path:
         for path, option in ((topics, "--topics"), (qrels, "--qrels"), (docs, "--docs")):
             input_file(path, option, f"give the file {option} names, not its folder")
         return run_import(
@@ -121,17 +125,23 @@ def import_trec(
             release_fraction=release_fraction,
             corpus_version=corpus_version,
             grade_map=parse_grade_map(grade_map),
+            reporter=reporter,
         )
 
     _imported(checked)
 
 
-def _imported(run_import: Callable[[], Path]) -> None:
-    """Run an importer, then load what it wrote (validating it) and print its counts."""
+def _imported(run_import: Callable[[Reporter], Path]) -> None:
+    """Run an importer (its steps and bars on stderr), then load what it wrote (validating it) and
+    print its counts."""
     from rageval.benchmark.loading import load_benchmark
+    from rageval.cli.progress import RunView
 
     try:
-        benchmark = load_benchmark(run_import())
+        with RunView() as view:
+            written = run_import(view)
+            view.step("validate")
+            benchmark = load_benchmark(written)
     except RagevalError as error:
         fail(error)
     echo(f"wrote {benchmark.path}: {len(benchmark.documents)} documents")

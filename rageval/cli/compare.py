@@ -41,19 +41,23 @@ def sweep(
     timeout: Timeout = None,
 ) -> None:
     """Run every configuration of a sweep as a sealed child of one parent run; exit 1 if any failed."""
+    from rageval.cli.progress import SweepView
+    from rageval.safety import strip_control
     from rageval.workflows.sweep import run_sweep
 
     try:
-        outcome = run_sweep(
-            input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
-            workers=workers,
-            release=release,
-            tracker=open_tracker(tracking_uri),
-            experiment=experiment,
-            notebook=notebook,
-            timeout=timeout,
-            on_parent=lambda run_id: echo(f"sweep parent run {run_id}", err=True),
-        )
+        with SweepView() as view:  # each member's current step on stderr
+            outcome = run_sweep(
+                input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
+                workers=workers,
+                release=release,
+                tracker=open_tracker(tracking_uri),
+                experiment=experiment,
+                notebook=notebook,
+                timeout=timeout,
+                progress=view,
+                on_parent=lambda run_id: view.note(strip_control(f"sweep parent run {run_id}")),
+            )
     except RagevalError as error:
         fail(error)
     key, text = outcome.primary
@@ -168,11 +172,13 @@ def demo(
 ) -> None:
     """The demo's whole loop: sweep on dev, compare, take the best member to release, gate it."""
     from rageval.analysis import significance_display
+    from rageval.cli.progress import SweepView
     from rageval.workflows.demo import execute_demo
 
     tracker = open_tracker(tracking_uri)
     try:
-        outcome = execute_demo(workers=workers, tracker=tracker)
+        with SweepView() as view:  # the sweep members' steps on stderr
+            outcome = execute_demo(workers=workers, tracker=tracker, progress=view)
     except RagevalError as error:
         fail(error)
     swept = outcome.sweep

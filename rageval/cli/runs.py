@@ -40,22 +40,25 @@ def run(
     timeout: Timeout = None,
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
+    from rageval.cli.progress import RunView
     from rageval.workflows.run import execute_run
 
     tracker = open_tracker(tracking_uri)
     try:
         input_file(config, "CONFIG", "give a params file, e.g. params/bm25.yaml")
-        outcome = execute_run(
-            config,
-            overrides=set_,
-            benchmark=benchmark,
-            split=split,
-            tracker=tracker,
-            experiment=experiment,
-            notebook=notebook,
-            timeout=timeout,
-            notebook_parameters=parse_notebook_parameters(parameter),
-        )
+        with RunView() as view:  # the steps on stderr as they go; the summary below on stdout
+            outcome = execute_run(
+                config,
+                overrides=set_,
+                benchmark=benchmark,
+                split=split,
+                tracker=tracker,
+                experiment=experiment,
+                notebook=notebook,
+                timeout=timeout,
+                notebook_parameters=parse_notebook_parameters(parameter),
+                reporter=view,
+            )
     except RagevalError as error:
         fail(error)
     for run_id, reason in outcome.reaped:

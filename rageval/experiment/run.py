@@ -30,6 +30,7 @@ from rageval.experiment.stages import (
     overlap_ratio,
     rankings_frame,
 )
+from rageval.progress import Reporter, from_environment, reporting
 from rageval.retrieval import Corpus, Pipeline, Query, visible
 from rageval.retrieval.cache import Cache
 from rageval.retrieval.dedup import exact_dedup
@@ -115,22 +116,40 @@ class ExperimentResult:
 
 
 def run_experiment(
-    config: RunConfig, benchmark: Benchmark | None = None, cache: Cache | None | bool = True
+    config: RunConfig,
+    benchmark: Benchmark | None = None,
+    cache: Cache | None | bool = True,
+    reporter: Reporter | None = None,
 ) -> ExperimentResult:
     """Run a resolved configuration on its benchmark split. ``cache``: True for the default
-    content-addressed cache, a :class:`Cache`, or False/None to build everything afresh."""
+    content-addressed cache, a :class:`Cache`, or False/None to build everything afresh.
+    ``reporter`` receives the steps and bars; by default, the channel ``rageval run`` gives the
+    notebook's kernel (:func:`rageval.progress.from_environment`), else nothing."""
+    reporter = reporter if reporter is not None else from_environment()
+    with reporting(reporter):  # the stages, built with a fixed signature, find it there
+        result = _run(config, benchmark, cache, reporter)
+    reporter.end()
+    return result
+
+
+def _run(
+    config: RunConfig, benchmark: Benchmark | None, cache: Cache | None | bool, reporter: Reporter
+) -> ExperimentResult:
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    reporter.step("load benchmark")
     benchmark = benchmark or load_benchmark(config.benchmark)
     cases = benchmark.cases_for(config.split)
     timings["load"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    reporter.step("chunking")
     chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
     by_id = {chunk.chunk_id: chunk for chunk in chunks}
     timings["chunking"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    reporter.step("build stages")
     corpus = Corpus(
         chunks=chunks,
         documents=benchmark.documents,
@@ -144,14 +163,17 @@ def run_experiment(
 
     started = time.perf_counter()
     queries = [Query(c.queryId, c.query, tuple(c.principal) if c.principal else None) for c in cases]
-    output = pipeline.run(queries)
+    reporter.step("retrieval")
+    output = pipeline.run(reporter.bar(queries, desc="queries"))
     timings["retrieval"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    reporter.step("context")
     context, fetch = _contexts(config, output.hits, corpus)
     timings["context"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    reporter.step("evaluation")
     rankings = rankings_frame(output.hits, pipeline.names[-1], by_id)
     level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
     qrels = (
@@ -186,11 +208,12 @@ def run_experiment(
     timings["evaluation"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    reporter.step("stage evaluation")
     per_stage = {name: rankings_frame(output.stages[name], name, by_id) for name in pipeline.names}
     context_frame = rankings_frame(context, CONTEXT_STAGE, by_id)
     stage_metrics = []
     final = pipeline.names[-1]
-    for name, frame in [*per_stage.items(), (CONTEXT_STAGE, context_frame)]:
+    for name, frame in reporter.bar([*per_stage.items(), (CONTEXT_STAGE, context_frame)], desc="stages measured"):
         # The final stage's ranking is the run's ranking: measured once, above.
         long = (evaluation if name == final else measure(frame)).long()
         stage_metrics.append(long.assign(stage=name))
@@ -198,6 +221,7 @@ def run_experiment(
     evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
     timings["stage_evaluation"] = time.perf_counter() - started
 
+    reporter.step("diagnostics")
     diagnostics = _diagnostics(config, cases, output.hits, context, corpus)
     latency = pd.DataFrame(output.latencies, columns=["query_id", "stage", "seconds"])
     totals = latency[~latency["stage"].str.contains(":")].groupby("query_id", sort=False)["seconds"].sum()

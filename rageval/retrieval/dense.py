@@ -13,7 +13,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rageval import progress
 from rageval.errors import CONFIG, ConfigError, Problem
+from rageval.progress import SILENT, Reporter
 from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query, top_hits
 from rageval.retrieval.schema import DenseConfig
@@ -22,16 +24,26 @@ EMBEDDINGS_VERSION = "rageval-embeddings/1"
 EMBEDDINGS_FILE = "embeddings.npy"
 
 
-def document_embeddings(config: DenseConfig, corpus: Corpus) -> tuple[np.ndarray, bool | None, dict[str, str]]:
+def document_embeddings(
+    config: DenseConfig, corpus: Corpus, reporter: Reporter = SILENT
+) -> tuple[np.ndarray, bool | None, dict[str, str]]:
     """Embeddings of every chunk's indexed text (rows in corpus order), whether they came from
-    the cache, and the model's identity."""
+    the cache, and the model's identity. ``reporter``: the step, and a bar while encoding."""
+    reporter.step(f"{config.name}: corpus embeddings")
     path = encoders.resolve_model(config.model)
     identity = encoders.model_identity(config.model, path)
     texts = [config.document_prefix + chunk.index_text for chunk in corpus.chunks]
 
     def build() -> np.ndarray:
         model = encoders.bi_encoder(path, config.device)
-        return encoders.encode(model, texts, batch_size=config.batch_size, max_seq_length=config.max_seq_length)
+        return encoders.encode(
+            model,
+            texts,
+            batch_size=config.batch_size,
+            max_seq_length=config.max_seq_length,
+            reporter=reporter,
+            desc="chunks encoded",
+        )
 
     if corpus.cache is None:
         return build(), None, identity
@@ -57,9 +69,11 @@ class DenseStage:
         self.name = config.name
         self.config = config
         self.corpus = corpus
-        self.embeddings, self.cache_hit, self.model_identity = document_embeddings(config, corpus)
+        reporter = progress.current()
+        reporter.step(f"{config.name}: load model")  # torch and the model: seconds, once per process
         self._path = encoders.resolve_model(config.model)
         self._model = encoders.bi_encoder(self._path, config.device)
+        self.embeddings, self.cache_hit, self.model_identity = document_embeddings(config, corpus, reporter)
         self._index = _faiss_index(self.embeddings) if config.search == "faiss" else None
         self.steps: dict[str, float] = {}
 

