@@ -43,8 +43,12 @@ def sweep(
     """Run every configuration of a sweep as a sealed child of one parent run; exit 1 if any failed."""
     from rageval.cli.progress import SweepView
     from rageval.safety import strip_control
+    from rageval.workflows.provenance import dirty_warning
     from rageval.workflows.sweep import run_sweep
 
+    warning = dirty_warning(file.resolve().parent)
+    if warning:
+        echo(warning, err=True)
     try:
         with SweepView() as view:  # each member's current step on stderr
             outcome = run_sweep(

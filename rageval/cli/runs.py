@@ -41,11 +41,15 @@ def run(
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
     from rageval.cli.progress import RunView
+    from rageval.workflows.provenance import dirty_warning
     from rageval.workflows.run import execute_run
 
     tracker = open_tracker(tracking_uri)
     try:
         input_file(config, "CONFIG", "give a params file, e.g. params/bm25.yaml")
+        warning = dirty_warning(config.resolve().parent)
+        if warning:
+            echo(warning, err=True)
         with RunView() as view:  # the steps on stderr as they go; the summary below on stdout
             outcome = execute_run(
                 config,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rageval import progress
 from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.dense import document_embeddings
@@ -40,7 +41,7 @@ class RerankStage:
                 max_seq_length=config.max_seq_length,
                 device=config.device,
             )
-            self._embeddings, self.cache_hit, _ = document_embeddings(as_dense, corpus)
+            self._embeddings, self.cache_hit, _ = document_embeddings(as_dense, corpus, progress.current())
             self._bi = encoders.bi_encoder(path, config.device)
 
     def scores(self, query: Query, chunk_ids: list[str]) -> np.ndarray:

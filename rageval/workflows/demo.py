@@ -10,6 +10,7 @@ from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.sweep import load_sweep
 from rageval.errors import ComparisonError
 from rageval.paths import project_root
+from rageval.progress import Reporter
 from rageval.tracking.store import Tracker
 from rageval.workflows.compare import ComparisonOutcome, execute_comparison
 from rageval.workflows.gate import GateOutcome, execute_gate
@@ -64,6 +65,7 @@ def execute_demo(
             split=RELEASE_SPLIT,
             tracker=tracker,
             run_name=f"{spec.spec.name}/{name}@{RELEASE_SPLIT}",
+            reporter=progress.member(f"{name}@{RELEASE_SPLIT}") if isinstance(progress, Reporter) else None,
         )
         for name in (baseline, chosen.name)
     ]
