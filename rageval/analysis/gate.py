@@ -416,77 +416,10 @@ def _latency_rules(
     """The measured ratio, the absolute budget where the hardware is the declared one, and the
     runs' recorded p95 (information: measured where and when each run ran)."""
     rules = []
-    measured: dict[str, float] = {}
-    if evidence is not None and len(evidence.per_query):
-        frame = evidence.per_query
-        measured = {arm: float(np.percentile(frame[arm], 95)) for arm in ("baseline", "candidate")}
-    wall = evidence.wall if evidence is not None and evidence.wall is not None else None
-    wall_p95 = float(np.percentile(wall["candidate"], 95)) if wall is not None and len(wall) else None
     if policy.latency is not None:
-        rule = policy.latency
-        limit = rule.max_p95_ratio if evidence is None or evidence.same_stages else rule.max_p95_ratio_changed_stages
-        kind = "max_p95_ratio" if evidence is None or evidence.same_stages else "max_p95_ratio_changed_stages"
-        if evidence is None or not measured:
-            rules.append(
-                RuleResult("latency p95 ratio", "fail", "no query was timed: the ratio cannot be checked", None, limit)
-            )
-        else:
-            frame = evidence.per_query
-            value, low, high = p95_ratio(
-                frame["baseline"].to_numpy(),
-                frame["candidate"].to_numpy(),
-                confidence=rule.confidence,
-                resamples=rule.resamples,
-                seed=policy.seed,
-            )
-            difference = frame["candidate"] - frame["baseline"]
-            said = (
-                f"p95 {measured['baseline']:.2f} → {measured['candidate']:.2f} ms, ratio {value:.2f}"
-                f" ({rule.confidence:.0%} CI {low:.2f}–{high:.2f}); median paired difference"
-                f" {float(difference.median()):+.2f} ms; {len(frame)} queries × {evidence.rounds} rounds, timed here"
-                f" interleaved, {evidence.clock} clock ({evidence.machine.get('cpus')} CPUs, load {evidence.machine.get('load_1min')})"
-            )
-            stages = "the baseline's stages" if evidence.same_stages else "other stages than the baseline"
-            verdict: Verdict
-            if limit is None:
-                verdict, why = "info", f"no {kind} set for a candidate with {stages}"
-            elif value > limit and low > 1:
-                verdict, why = "fail", f"over the {kind} {limit:g} (candidate with {stages}), and slower beyond noise"
-            elif value > limit:
-                verdict, why = "pass", f"over the {kind} {limit:g}, but the interval reaches 1: not slower beyond noise"
-            else:
-                verdict, why = "pass", f"within the {kind} {limit:g} (candidate with {stages})"
-            rules.append(RuleResult("latency p95 ratio", verdict, f"{said}: {why}", value, limit))
+        rules.append(_ratio_rule(policy.latency, evidence, policy.seed))
     if policy.latency_p95_ms is not None and policy.hardware is not None:
-        budget, differs = policy.latency_p95_ms, policy.hardware.differences(evidence.machine if evidence else {})
-        label = f"{policy.hardware.name or 'the declared hardware'}"
-        if evidence is not None and differs:
-            rules.append(
-                RuleResult(
-                    "p95 latency budget",
-                    "info",
-                    f"not applied: this machine is not the declared hardware ({label}: {'; '.join(differs)})",
-                    wall_p95,
-                    budget,
-                )
-            )
-        elif wall_p95 is None:
-            rules.append(
-                RuleResult(
-                    "p95 latency budget", "fail", "no query was timed: the budget cannot be checked", None, budget
-                )
-            )
-        else:
-            ok = wall_p95 <= budget
-            rules.append(
-                RuleResult(
-                    "p95 latency budget",
-                    "pass" if ok else "fail",
-                    f"{wall_p95:.1f} ms p95 wall time measured here on {label} {'within' if ok else 'over'} the budget {budget:g}",
-                    wall_p95,
-                    budget,
-                )
-            )
+        rules.append(_ms_budget_rule(policy.latency_p95_ms, policy.hardware, evidence))
     shown = {arm: value for arm, value in recorded.items() if value is not None and not np.isnan(value)}
     if shown:
         rules.append(
@@ -500,6 +433,59 @@ def _latency_rules(
             )
         )
     return rules
+
+
+def _ratio_rule(rule: LatencyRule, evidence: LatencyEvidence | None, seed: int) -> RuleResult:
+    """Candidate p95 / baseline p95: fails over the limit when the interval lies above 1."""
+    same = evidence is None or evidence.same_stages
+    kind = "max_p95_ratio" if same else "max_p95_ratio_changed_stages"
+    limit = rule.max_p95_ratio if same else rule.max_p95_ratio_changed_stages
+    if evidence is None or not len(evidence.per_query):
+        return RuleResult("latency p95 ratio", "fail", "no query was timed: the ratio cannot be checked", None, limit)
+    frame, here = evidence.per_query, evidence.machine
+    before, after = (float(np.percentile(frame[arm], 95)) for arm in ("baseline", "candidate"))
+    value, low, high = p95_ratio(
+        frame["baseline"].to_numpy(),
+        frame["candidate"].to_numpy(),
+        confidence=rule.confidence,
+        resamples=rule.resamples,
+        seed=seed,
+    )
+    said = (
+        f"p95 {before:.2f} → {after:.2f} ms, ratio {value:.2f} ({rule.confidence:.0%} CI {low:.2f}–{high:.2f}); "
+        f"median paired difference {float((frame['candidate'] - frame['baseline']).median()):+.2f} ms; "
+        f"{len(frame)} queries × {evidence.rounds} rounds, timed here interleaved, {evidence.clock} clock "
+        f"({here.get('cpus')} CPUs, load {here.get('load_1min')})"
+    )
+    stages = "the baseline's stages" if same else "other stages than the baseline"
+    verdict: Verdict
+    if limit is None:
+        verdict, why = "info", f"no {kind} set for a candidate with {stages}"
+    elif value > limit and low > 1:
+        verdict, why = "fail", f"over the {kind} {limit:g} (candidate with {stages}), and slower beyond noise"
+    elif value > limit:
+        verdict, why = "pass", f"over the {kind} {limit:g}, but the interval reaches 1: not slower beyond noise"
+    else:
+        verdict, why = "pass", f"within the {kind} {limit:g} (candidate with {stages})"
+    return RuleResult("latency p95 ratio", verdict, f"{said}: {why}", value, limit)
+
+
+def _ms_budget_rule(budget: float, hardware: Hardware, evidence: LatencyEvidence | None) -> RuleResult:
+    """The candidate's p95 wall time against ``latency_p95_ms``, on the declared hardware only."""
+    label = hardware.name or "the declared hardware"
+    differs = hardware.differences(evidence.machine) if evidence is not None else []
+    wall = evidence.wall if evidence is not None else None
+    p95 = float(np.percentile(wall["candidate"], 95)) if wall is not None and len(wall) else None
+    if differs:
+        reason = f"not applied: this machine is not the declared hardware ({label}: {'; '.join(differs)})"
+        return RuleResult("p95 latency budget", "info", reason, p95, budget)
+    if p95 is None:
+        return RuleResult(
+            "p95 latency budget", "fail", "no query was timed: the budget cannot be checked", None, budget
+        )
+    ok = p95 <= budget
+    reason = f"{p95:.1f} ms p95 wall time measured here on {label} {'within' if ok else 'over'} the budget {budget:g}"
+    return RuleResult("p95 latency budget", "pass" if ok else "fail", reason, p95, budget)
 
 
 def _release_rule(policy: GatePolicy, release_evaluations: int, family: str) -> RuleResult:

@@ -1,5 +1,7 @@
 """``rageval gate``: decide whether a candidate may replace the baseline under a policy, and record
-the decision as a sealed gate run."""
+the decision as a sealed gate run. A policy with latency rules has both runs' pipelines rebuilt
+from their recorded configurations and timed here side by side (:mod:`rageval.experiment.latency`);
+the timing table is recorded with the decision."""
 
 from __future__ import annotations
 
