@@ -10,8 +10,8 @@ alike. Each timed call is one query through :meth:`Pipeline.run` (query encoding
 pipeline forgets query embeddings on every run), with the garbage collector off, as ``timeit``
 does, and is measured twice: wall time and the CPU time of the calling thread.
 
-torch runs with ``threads`` intra-op threads (default 1) while timing. On a 2-core machine beside
-two busy processes, MiniLM query encoding with torch's default 2 threads took 338 ms p95 wall
+torch runs with ``threads`` intra-op threads (default 1) while timing. On a shared 2-core machine
+at load 4.5-5, the demo's hybrid with torch's default 2 threads took 338 ms p95 wall per query
 against 30 ms with one thread (and 14 ms of CPU): threads waiting for each other's core measure
 the neighbours, not the model. With one thread the CPU time of the calling thread is the whole
 cost of a query, which a neighbour changes little; a stage that waits on a service (a plugin
