@@ -226,3 +226,5 @@ def test_a_real_gate_on_two_bm25_runs_records_its_timing_table(tmp_path: Path):
     assert record["latency"]["same_stages"] is True and record["latency"]["queries"] == 21
     assert set(record["recorded_latency_p95_ms"]) == {"baseline", "candidate"}
     assert "tables/latency_timings.json" in info.tags["mlflow.loggedArtifacts"]
+    assert info.metrics["latency/p95_cpu_ratio"] == pytest.approx(ratio.value)
+    assert info.metrics["latency/candidate/p95_cpu_ms"] == pytest.approx(np.percentile(per_query["candidate"], 95))

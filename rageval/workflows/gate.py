@@ -199,6 +199,16 @@ def execute_gate(
                 "rules_failed": sum(r.verdict == "fail" for r in decision.rules),
                 "rules_warned": sum(r.verdict == "warn" for r in decision.rules),
                 "release_evaluations": count,
+                **{
+                    f"latency/{arm}/p95_{evidence.clock}_ms": float(evidence.per_query[arm].quantile(0.95))
+                    for arm in ("baseline", "candidate")
+                    if evidence is not None and len(evidence.per_query)
+                },
+                **{
+                    f"latency/p95_{evidence.clock}_ratio": r.value
+                    for r in decision.rules
+                    if evidence is not None and r.rule == "latency p95 ratio" and r.value is not None
+                },
             },
         )
         digest = tracker.seal(run_id)
