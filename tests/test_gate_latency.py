@@ -201,11 +201,16 @@ def test_both_arms_are_timed_interleaved_on_the_same_queries():
 # --------------------------------------------------------------------------- a real gate
 
 
-def test_a_real_gate_on_two_bm25_runs_records_its_timing_table(tmp_path: Path):
-    tracker = Tracker(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+@pytest.fixture(scope="module")
+def bm25_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Tracker, str, str]:
+    tracker = Tracker(f"sqlite:///{tmp_path_factory.mktemp('latency') / 'mlflow.db'}")
     baseline = sealed_release_run(tracker, [], "baseline")
     candidate = sealed_release_run(tracker, ["retrieval.stages.0.b=0.75"], "candidate")
+    return tracker, baseline, candidate
 
+
+def test_a_real_gate_on_two_bm25_runs_records_its_timing_table(bm25_runs):
+    tracker, baseline, candidate = bm25_runs
     outcome = execute_gate(baseline, candidate, POLICY, tracker=tracker)
 
     ratio = next(r for r in outcome.decision.rules if r.rule == "latency p95 ratio")
@@ -228,3 +233,40 @@ def test_a_real_gate_on_two_bm25_runs_records_its_timing_table(tmp_path: Path):
     assert "tables/latency_timings.json" in info.tags["mlflow.loggedArtifacts"]
     assert info.metrics["latency/p95_cpu_ratio"] == pytest.approx(ratio.value)
     assert info.metrics["latency/candidate/p95_cpu_ms"] == pytest.approx(np.percentile(per_query["candidate"], 95))
+
+
+def test_a_real_millisecond_budget_is_timed_only_on_its_hardware(bm25_runs, tmp_path: Path):
+    tracker, baseline, candidate = bm25_runs
+    data = yaml.safe_load(POLICY.read_text())
+    del data["latency"]  # the budget alone: the gate times both arms only where it applies
+    here = machine()
+    elsewhere = write(tmp_path, data | {"hardware": {"cpus": here["cpus"] + 1}, "latency_p95_ms": 1000})
+    outcome = execute_gate(baseline, candidate, elsewhere, tracker=tracker)
+    (budget,) = [r for r in outcome.decision.rules if r.rule == "p95 latency budget"]
+    assert budget.verdict == "info" and f"{here['cpus']} CPUs, not {here['cpus'] + 1}" in budget.reason
+    root = Path(tracker.run(outcome.run_id).artifact_uri.removeprefix("file://"))
+    assert not (root / "tables" / "latency_timings.csv").exists()
+
+    declared = write(tmp_path, data | {"hardware": {"cpus": here["cpus"]}, "latency_p95_ms": 1000})
+    outcome = execute_gate(baseline, candidate, declared, tracker=tracker)
+    (budget,) = [r for r in outcome.decision.rules if r.rule == "p95 latency budget"]
+    assert budget.verdict == "pass" and "ms p95 wall time measured here on the declared hardware" in budget.reason
+    root = Path(tracker.run(outcome.run_id).artifact_uri.removeprefix("file://"))
+    wall = pd.read_csv(root / "tables" / "latency_timings.csv").query("arm == 'candidate'")
+    assert budget.value == pytest.approx(np.percentile(wall.groupby("query_id")["ms"].median(), 95))
+
+
+def test_torch_runs_on_the_policy_threads_while_timing_and_is_restored_after():
+    torch = pytest.importorskip("torch")
+    from rageval.experiment.latency import _torch_threads
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with _torch_threads(1):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with _torch_threads(None):
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
