@@ -38,7 +38,7 @@ def scores(values: list[float], column: str = "nDCG@10") -> pd.DataFrame:
     return pd.DataFrame({column: values}, index=[f"q{i:02d}" for i in range(len(values))])
 
 
-CLEAN = {"permission_leaks": 0.0, "latency/total/p95_ms": 10.0, "context_tokens_mean": 500.0}
+CLEAN = {"permission_leaks": 0.0, "context_tokens_mean": 500.0}
 
 
 def verdicts(decision) -> dict[str, tuple[str, str]]:
@@ -98,15 +98,16 @@ def test_critical_slices_min_and_max_loss():
     assert empty["slice rare nDCG@10"][0] == "fail" and "cannot be checked" in empty["slice rare nDCG@10"][1]
 
 
-def test_leaks_latency_and_context_budgets():
-    gate = policy(latency_p95_ms=50, context_tokens_mean=400)
+def test_leaks_and_context_budgets():
+    # The latency rules (measured by the gate, not read from the run) are tested in test_gate_latency.py.
+    gate = policy(context_tokens_mean=400)
     same = scores([0.5, 0.6])
     rules = verdicts(run_decide(gate, same, same, metrics={**CLEAN, "permission_leaks": 2.0}))
     assert rules["permission leaks"] == ("fail", "2 retrieved chunk(s) the asker may not see (allowed: 0)")
-    assert rules["p95 latency"] == ("pass", "10.0 ms within the budget 50")
     assert rules["context tokens"] == ("fail", "500.0 tokens (mean) over the budget 400")
+    assert "p95 latency budget" not in rules and "latency p95 ratio" not in rules  # the policy sets neither
     missing = verdicts(run_decide(gate, same, same, metrics={}))
-    assert all(missing[r][0] == "fail" for r in ("permission leaks", "p95 latency", "context tokens"))
+    assert all(missing[r][0] == "fail" for r in ("permission leaks", "context tokens"))
     assert "records no permission_leaks" in missing["permission leaks"][1]
 
 
@@ -292,9 +293,13 @@ def test_gate_pass_is_recorded_with_reasons(release_runs, store):
     assert {r["rule"] for r in record["rules"]} >= {
         "measure nDCG@10",
         "permission leaks",
-        "p95 latency",
+        "latency p95 ratio",
+        "recorded p95 latency",
         "context tokens",
     }
+    # Both filtered BM25 runs have the same stages: the tuning limit applies, and BM25 against BM25 is within it.
+    assert any(line.startswith("PASS  latency p95 ratio:") and "max_p95_ratio 1.5" in line for line in lines)
+    assert record["latency"]["same_stages"] is True and (root / "tables" / "latency_timings.csv").is_file()
 
 
 def test_gate_fail_names_the_rules_and_the_largest_losses(release_runs, store):

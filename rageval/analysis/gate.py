@@ -10,7 +10,14 @@ Rules:
   randomization test, Holm-adjusted over the policy's measures, gives p < ``alpha``.
 - ``critical_slices``: a slice's mean must reach ``min`` and/or lose at most ``max_loss``.
 - ``permission_leaks``: at most this many chunks the asker may not see (default 0).
-- ``latency_p95_ms`` and ``context_tokens_mean``: budgets on the candidate.
+- ``latency``: the candidate's p95 latency as a multiple of the baseline's, both timed by the gate
+  in one process on one machine (see :mod:`rageval.experiment.latency`): a candidate fails when the
+  ratio is over its limit *and* the paired bootstrap interval of the ratio lies above 1. The limit
+  is ``max_p95_ratio`` when the candidate runs the baseline's stages (types and models: a tuning
+  change), ``max_p95_ratio_changed_stages`` when it runs others (a new retriever or reranker).
+- ``latency_p95_ms``: an absolute budget on the candidate's p95 wall time measured so, applied only on the ``hardware`` the
+  policy declares (elsewhere: "not applied"); ``context_tokens_mean``: a budget on the candidate.
+  The runs' recorded p95 latencies are reported as information.
 - ``max_release_evaluations``: past this many release evaluations of the candidate's configuration
   family, the decision warns that the release set is becoming training data.
 """
@@ -24,7 +31,15 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, StrictInt, StrictStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from rageval.analysis.comparability import SPLIT_TAG
 from rageval.analysis.paired import in_slice, paired, paired_deltas, paired_tests
@@ -34,7 +49,7 @@ from rageval.evaluation import parse_measures
 from rageval.io import read_yaml
 from rageval.validation import Strict, problems_from_validation
 
-Verdict = Literal["pass", "fail", "warn"]
+Verdict = Literal["pass", "fail", "warn", "info"]
 
 
 class MeasureRule(Strict):
@@ -53,6 +68,57 @@ class SliceRule(Strict):
         return self
 
 
+class LatencyRule(Strict):
+    """How the gate times both arms, and the ratio it allows (absent limits: the ratio is reported only)."""
+
+    max_p95_ratio: float | None = Field(
+        default=None, ge=1, description="candidate p95 / baseline p95 when the candidate runs the baseline's stages"
+    )
+    max_p95_ratio_changed_stages: float | None = Field(
+        default=None, ge=1, description="the same ratio when the candidate's stage types or models differ"
+    )
+    clock: Literal["cpu", "wall"] = Field(
+        default="cpu",
+        description="cpu: CPU time of the querying thread (a neighbour changes it little); wall: wall time",
+    )
+    threads: StrictInt = Field(default=1, ge=1, description="torch intra-op threads while timing")
+    queries: StrictInt = Field(default=50, ge=5, description="release-split queries timed (all when fewer)")
+    rounds: StrictInt = Field(default=5, ge=1, description="times each query is timed per arm; its median counts")
+    warmup: StrictInt = Field(default=3, ge=0, description="untimed queries per arm after building it")
+    confidence: float = Field(default=0.95, gt=0, lt=1, description="of the bootstrap interval of the ratio")
+    resamples: StrictInt = Field(default=2000, ge=100, description="bootstrap resamples")
+
+
+class Hardware(Strict):
+    """The machine an absolute budget was set on; every given field must match this machine."""
+
+    name: StrictStr | None = Field(default=None, description="a label for people, never matched")
+    cpus: StrictInt | None = Field(default=None, ge=1, description="usable CPUs, exactly")
+    cpu_model: StrictStr | None = Field(default=None, description="contained in the CPU model name (any case)")
+    memory_gb: float | None = Field(default=None, gt=0, description="at least this much memory")
+    architecture: StrictStr | None = Field(default=None, description="e.g. x86_64, exactly")
+
+    @model_validator(mode="after")
+    def _something(self) -> Hardware:
+        if all(getattr(self, k) is None for k in ("cpus", "cpu_model", "memory_gb", "architecture")):
+            raise ValueError("declare at least one of cpus, cpu_model, memory_gb, architecture")
+        return self
+
+    def differences(self, machine: Mapping[str, object]) -> list[str]:
+        """How ``machine`` (see :func:`rageval.experiment.latency.machine`) differs from this declaration."""
+        out = []
+        if self.cpus is not None and machine.get("cpus") != self.cpus:
+            out.append(f"{machine.get('cpus')} CPUs, not {self.cpus}")
+        if self.cpu_model is not None and self.cpu_model.lower() not in str(machine.get("cpu_model", "")).lower():
+            out.append(f"CPU '{machine.get('cpu_model')}', not '{self.cpu_model}'")
+        memory = machine.get("memory_gb")
+        if self.memory_gb is not None and not (isinstance(memory, int | float) and memory >= self.memory_gb):
+            out.append(f"{memory} GB of memory, under {self.memory_gb:g}")
+        if self.architecture is not None and machine.get("architecture") != self.architecture:
+            out.append(f"architecture {machine.get('architecture')}, not {self.architecture}")
+        return out
+
+
 class GatePolicy(Strict):
     """``params/gates/*.yaml``: what a candidate must show to replace the baseline."""
 
@@ -63,12 +129,27 @@ class GatePolicy(Strict):
     alpha: float = Field(default=0.05, gt=0, lt=1)
     critical_slices: dict[StrictStr, SliceRule] = Field(default_factory=dict)
     permission_leaks: StrictInt = Field(default=0, ge=0, description="most chunks allowed that the asker may not see")
-    latency_p95_ms: float | None = Field(default=None, gt=0, description="budget on the p95 of per-query total latency")
+    latency: LatencyRule | None = Field(default=None, description="time both arms here and compare them")
+    hardware: Hardware | None = Field(default=None, description="the machine latency_p95_ms holds for")
+    latency_p95_ms: float | None = Field(
+        default=None, gt=0, description="budget on the candidate's measured p95, on the declared hardware only"
+    )
     context_tokens_mean: float | None = Field(default=None, gt=0, description="budget on mean context tokens")
     max_release_evaluations: StrictInt = Field(default=5, ge=1)
     largest_losses: StrictInt = Field(default=10, ge=0, description="query IDs listed with the largest losses")
     samples: StrictInt = Field(default=10_000, ge=100, description="randomization test samples")
     seed: StrictInt = 0
+
+    @field_validator("latency_p95_ms")
+    @classmethod
+    def _budget_has_hardware(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and "hardware" in info.data and info.data["hardware"] is None:
+            raise ValueError(
+                "latency_p95_ms needs hardware: the machine the budget was set on (e.g. hardware: {cpus: 8, "
+                "cpu_model: EPYC}); on any other machine a budget in milliseconds judges the machine, so compare "
+                "with the baseline instead (latency: {max_p95_ratio: ...})"
+            )
+        return value
 
     @field_validator("measures")
     @classmethod
@@ -238,7 +319,7 @@ def _slice_rules(
 
 
 def _budget_rules(policy: GatePolicy, metrics: Mapping[str, float]) -> list[RuleResult]:
-    """Permission leaks, p95 latency and context tokens of the candidate; an absent metric fails."""
+    """Permission leaks and context tokens of the candidate; an absent metric fails."""
     rules = []
     leaks = metrics.get("permission_leaks")
     if leaks is None or np.isnan(leaks):
@@ -263,7 +344,6 @@ def _budget_rules(policy: GatePolicy, metrics: Mapping[str, float]) -> list[Rule
             )
         )
     for rule_name, key, budget, unit in (
-        ("p95 latency", "latency/total/p95_ms", policy.latency_p95_ms, "ms"),
         ("context tokens", "context_tokens_mean", policy.context_tokens_mean, "tokens (mean)"),
     ):
         if budget is None:
@@ -287,6 +367,125 @@ def _budget_rules(policy: GatePolicy, metrics: Mapping[str, float]) -> list[Rule
                 )
             )
     return rules
+
+
+@dataclass(frozen=True)
+class LatencyEvidence:
+    """Both arms timed by the gate: per query (index), each arm's median over the rounds in ms
+    (columns ``baseline``, ``candidate``); whether the candidate runs the baseline's stages; the
+    machine (see :func:`rageval.experiment.latency.machine`); and the rounds."""
+
+    per_query: pd.DataFrame
+    same_stages: bool
+    machine: Mapping[str, object]
+    rounds: int
+    clock: str = "cpu"
+    wall: pd.DataFrame | None = None  # the same medians by the wall clock, for the absolute budget
+
+
+def p95_ratio(
+    baseline: np.ndarray, candidate: np.ndarray, *, confidence: float, resamples: int, seed: int
+) -> tuple[float, float, float]:
+    """Candidate p95 / baseline p95 and its paired percentile bootstrap interval (queries resampled
+    together, so each query's two times stay a pair)."""
+    from scipy import stats
+
+    def ratio(b: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.percentile(c, 95, axis=axis) / np.percentile(b, 95, axis=axis)
+
+    found = stats.bootstrap(
+        (baseline, candidate),
+        ratio,
+        paired=True,
+        vectorized=True,
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return (
+        float(ratio(baseline, candidate)),
+        float(found.confidence_interval.low),
+        float(found.confidence_interval.high),
+    )
+
+
+def _latency_rules(
+    policy: GatePolicy, evidence: LatencyEvidence | None, recorded: Mapping[str, float | None]
+) -> list[RuleResult]:
+    """The measured ratio, the absolute budget where the hardware is the declared one, and the
+    runs' recorded p95 (information: measured where and when each run ran)."""
+    rules = []
+    if policy.latency is not None:
+        rules.append(_ratio_rule(policy.latency, evidence, policy.seed))
+    if policy.latency_p95_ms is not None and policy.hardware is not None:
+        rules.append(_ms_budget_rule(policy.latency_p95_ms, policy.hardware, evidence))
+    shown = {arm: value for arm, value in recorded.items() if value is not None and not np.isnan(value)}
+    if shown:
+        rules.append(
+            RuleResult(
+                "recorded p95 latency",
+                "info",
+                "as the runs recorded it, where and when each ran (not compared): "
+                + ", ".join(f"{arm} {value:.1f} ms" for arm, value in shown.items()),
+                shown.get("candidate"),
+                None,
+            )
+        )
+    return rules
+
+
+def _ratio_rule(rule: LatencyRule, evidence: LatencyEvidence | None, seed: int) -> RuleResult:
+    """Candidate p95 / baseline p95: fails over the limit when the interval lies above 1."""
+    same = evidence is None or evidence.same_stages
+    kind = "max_p95_ratio" if same else "max_p95_ratio_changed_stages"
+    limit = rule.max_p95_ratio if same else rule.max_p95_ratio_changed_stages
+    if evidence is None or not len(evidence.per_query):
+        return RuleResult("latency p95 ratio", "fail", "no query was timed: the ratio cannot be checked", None, limit)
+    frame, here = evidence.per_query, evidence.machine
+    before, after = (float(np.percentile(frame[arm], 95)) for arm in ("baseline", "candidate"))
+    value, low, high = p95_ratio(
+        frame["baseline"].to_numpy(),
+        frame["candidate"].to_numpy(),
+        confidence=rule.confidence,
+        resamples=rule.resamples,
+        seed=seed,
+    )
+    said = (
+        f"p95 {before:.2f} → {after:.2f} ms, ratio {value:.2f} ({rule.confidence:.0%} CI {low:.2f}–{high:.2f}); "
+        f"median paired difference {float((frame['candidate'] - frame['baseline']).median()):+.2f} ms; "
+        f"{len(frame)} queries × {evidence.rounds} rounds, timed here interleaved, {evidence.clock} clock "
+        f"({here.get('cpus')} CPUs, load {here.get('load_1min')})"
+    )
+    stages = "the baseline's stages" if same else "other stages than the baseline"
+    verdict: Verdict
+    if limit is None:
+        verdict, why = "info", f"no {kind} set for a candidate with {stages}"
+    elif value > limit and low > 1:
+        verdict, why = "fail", f"over the {kind} {limit:g} (candidate with {stages}), and slower beyond noise"
+    elif value > limit:
+        verdict, why = "pass", f"over the {kind} {limit:g}, but the interval reaches 1: not slower beyond noise"
+    else:
+        verdict, why = "pass", f"within the {kind} {limit:g} (candidate with {stages})"
+    return RuleResult("latency p95 ratio", verdict, f"{said}: {why}", value, limit)
+
+
+def _ms_budget_rule(budget: float, hardware: Hardware, evidence: LatencyEvidence | None) -> RuleResult:
+    """The candidate's p95 wall time against ``latency_p95_ms``, on the declared hardware only."""
+    label = hardware.name or "the declared hardware"
+    differs = hardware.differences(evidence.machine) if evidence is not None else []
+    wall = evidence.wall if evidence is not None else None
+    p95 = float(np.percentile(wall["candidate"], 95)) if wall is not None and len(wall) else None
+    if differs:
+        reason = f"not applied: this machine is not the declared hardware ({label}: {'; '.join(differs)})"
+        return RuleResult("p95 latency budget", "info", reason, p95, budget)
+    if p95 is None:
+        return RuleResult(
+            "p95 latency budget", "fail", "no query was timed: the budget cannot be checked", None, budget
+        )
+    ok = p95 <= budget
+    reason = f"{p95:.1f} ms p95 wall time measured here on {label} {'within' if ok else 'over'} the budget {budget:g}"
+    return RuleResult("p95 latency budget", "pass" if ok else "fail", reason, p95, budget)
 
 
 def _release_rule(policy: GatePolicy, release_evaluations: int, family: str) -> RuleResult:
@@ -316,15 +515,20 @@ def decide(
     candidate_run_id: str,
     release_evaluations: int,
     family: str = "",
+    latency: LatencyEvidence | None = None,
+    recorded_latency: Mapping[str, float | None] | None = None,
 ) -> Decision:
     """Apply every rule. ``baseline``/``candidate``: wide per-query scores (rows: queries);
-    ``metrics``: the candidate's ``permission_leaks``, ``latency/total/p95_ms`` and
-    ``context_tokens_mean`` (absent ones fail their rule when the policy sets a budget)."""
+    ``metrics``: the candidate's ``permission_leaks`` and ``context_tokens_mean`` (absent ones
+    fail their rule when the policy sets a budget); ``latency``: both arms timed by the gate
+    (needed when the policy has ``latency``, or ``latency_p95_ms`` on its declared hardware);
+    ``recorded_latency``: each run's recorded p95 in ms, reported as information."""
     release = _release_rule(policy, release_evaluations, family)
     rules = [
         *_measure_rules(policy, baseline, candidate),
         *_slice_rules(policy, baseline, candidate, slices),
         *_budget_rules(policy, metrics),
+        *_latency_rules(policy, latency, recorded_latency or {}),
         release,
     ]
     warnings = [release.reason] if release.verdict == "warn" else []

@@ -146,6 +146,7 @@ def gate(
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the candidate's]")] = None,
 ) -> None:
     """Decide whether the candidate may replace the baseline; record a sealed decision run.
+    With a latency rule in the policy, both pipelines are rebuilt and timed here, side by side.
     Exit 0 on pass, 1 on fail."""
     from rageval.workflows.gate import execute_gate
 

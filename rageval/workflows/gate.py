@@ -1,5 +1,7 @@
 """``rageval gate``: decide whether a candidate may replace the baseline under a policy, and record
-the decision as a sealed gate run."""
+the decision as a sealed gate run. A policy with latency rules has both runs' pipelines rebuilt
+from their recorded configurations and timed here side by side (:mod:`rageval.experiment.latency`);
+the timing table is recorded with the decision."""
 
 from __future__ import annotations
 
@@ -8,7 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from rageval.analysis import (
+    CONTRACT_TAGS,
     Decision,
     check_comparable,
     check_policy_against,
@@ -19,8 +24,15 @@ from rageval.analysis import (
     total_p95_ms,
     wide_scores,
 )
-from rageval.config.load import flatten
+from rageval.analysis.gate import GatePolicy, LatencyEvidence, LatencyRule
+from rageval.analysis.records import RunArtifacts
+from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.schema import RELEASE_SPLIT
+from rageval.config.load import config_from_yaml, flatten
+from rageval.config.schema import RunConfig
+from rageval.errors import ComparisonError
 from rageval.evaluation import metric_key
+from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sample_queries, time_paired
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
@@ -69,9 +81,13 @@ def execute_gate(
     )
     metrics = {
         "permission_leaks": cand.info.metrics.get("permission_leaks"),
-        "latency/total/p95_ms": cand.info.metrics.get("latency/total/p95_ms", total_p95_ms(cand.latency)),
         "context_tokens_mean": cand.info.metrics.get("context_tokens_mean", float("nan")),
     }
+    recorded = {
+        role: run.info.metrics.get("latency/total/p95_ms", total_p95_ms(run.latency))
+        for role, run in (("baseline", base), ("candidate", cand))
+    }
+    timings, evidence = measure_latency(policy, base, cand)
     tags = cand.info.tags
     family = tags.get("rageval.config.family") or tags.get("rageval.config.name", "")
     count = tracker.count_release_evaluations(
@@ -87,6 +103,8 @@ def execute_gate(
         candidate_run_id=candidate,
         release_evaluations=count,
         family=family,
+        latency=evidence,
+        recorded_latency=recorded,
     )
 
     name = experiment or tracker.experiment_name(infos["candidate"].experiment_id)
@@ -109,6 +127,18 @@ def execute_gate(
         "rules": [r.__dict__ for r in decision.rules],
         "largest_losses": decision.largest_losses.to_dict(orient="records"),
         "release_evaluations": count,
+        "latency": None
+        if evidence is None
+        else {
+            "machine": dict(evidence.machine),
+            "same_stages": evidence.same_stages,
+            "queries": len(evidence.per_query),
+            "rounds": evidence.rounds,
+            "warmup_queries": timings.warmup_queries if timings else 0,
+            "build_and_warmup_s": timings.build_s if timings else {},
+            "tables": ["tables/latency_timings.json", "tables/latency_per_query.json"] if timings else [],
+        },
+        "recorded_latency_p95_ms": recorded,
         "warnings": decision.warnings,
         "rollback": f"keep or restore the baseline: run {baseline} ({rollback['config_name']}), configuration in baseline_config.yaml",
     }
@@ -154,6 +184,14 @@ def execute_gate(
         },
     )
     try:
+        if timings is not None and evidence is not None:
+            tracker.log_tables(
+                run_id,
+                {
+                    "latency_timings": timings.calls,
+                    "latency_per_query": evidence.per_query.rename_axis("query_id").reset_index(),
+                },
+            )
         tracker.log_metrics(
             run_id,
             {
@@ -161,6 +199,16 @@ def execute_gate(
                 "rules_failed": sum(r.verdict == "fail" for r in decision.rules),
                 "rules_warned": sum(r.verdict == "warn" for r in decision.rules),
                 "release_evaluations": count,
+                **{
+                    f"latency/{arm}/p95_{evidence.clock}_ms": float(evidence.per_query[arm].quantile(0.95))
+                    for arm in ("baseline", "candidate")
+                    if evidence is not None and len(evidence.per_query)
+                },
+                **{
+                    f"latency/p95_{evidence.clock}_ratio": r.value
+                    for r in decision.rules
+                    if evidence is not None and r.rule == "latency p95 ratio" and r.value is not None
+                },
             },
         )
         digest = tracker.seal(run_id)
@@ -168,6 +216,57 @@ def execute_gate(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return GateOutcome(run_id, name, digest, decision)
+
+
+def stage_signature(config: RunConfig) -> list[tuple[str, str | None]]:
+    """What a pipeline runs, parameters aside: each stage's type and model."""
+    return [(stage.type, getattr(stage, "model", None)) for stage in config.retrieval.stages]
+
+
+def measure_latency(
+    policy: GatePolicy, base: RunArtifacts, cand: RunArtifacts
+) -> tuple[PairedTimings | None, LatencyEvidence | None]:
+    """Time both runs' pipelines here when a latency rule needs it (the ratio, or the absolute
+    budget on its declared hardware); the evidence carries the machine either way."""
+    if policy.latency is None and policy.latency_p95_ms is None:
+        return None, None
+    here = machine()
+    base_config, cand_config = config_from_yaml(base.config_yaml), config_from_yaml(cand.config_yaml)
+    same = stage_signature(base_config) == stage_signature(cand_config)
+    budget_applies = policy.hardware is not None and not policy.hardware.differences(here)
+    if policy.latency is None and not budget_applies:
+        return None, LatencyEvidence(pd.DataFrame(columns=["baseline", "candidate"]), same, here, 0)
+    rule = policy.latency or LatencyRule()
+    benchmark = load_benchmark(base_config.benchmark)
+    changed = [
+        CONTRACT_TAGS[tag]
+        for tag in ("rageval.hash.corpus", "rageval.hash.cases")
+        if base.info.tags.get(tag) != benchmark.hashes[tag.rsplit(".", 1)[1]]
+    ]
+    if changed:
+        raise ComparisonError(
+            f"the benchmark at {benchmark.path} is not the version run {base.info.run_id} used "
+            f"({', '.join(changed)} differ): the gate times both pipelines on it; check out that version"
+        )
+    queries = sample_queries(benchmark, RELEASE_SPLIT, rule.queries, policy.seed)
+    timings = time_paired(
+        base_config,
+        cand_config,
+        benchmark,
+        queries,
+        rounds=rule.rounds,
+        warmup=rule.warmup,
+        seed=policy.seed,
+        threads=rule.threads,
+    )
+    return timings, LatencyEvidence(
+        per_query_ms(timings.calls, rule.clock),
+        same,
+        timings.machine,
+        rule.rounds,
+        rule.clock,
+        per_query_ms(timings.calls, "wall"),
+    )
 
 
 def _plain(value: Any) -> Any:
