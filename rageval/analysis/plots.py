@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from rageval.analysis.comparison import Comparison
+from rageval.analysis.diffs import ordered, recall_curve
 from rageval.experiment.run import ExperimentResult
 from rageval.safety import strip_control
 
@@ -69,12 +70,14 @@ def figure_slices(comparison: Comparison, measure: str | None = None) -> Figure:
 def figure_recall(comparison: Comparison) -> Figure:
     """Recall@k over k for every run."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FormatStrFormatter
 
     figure = Figure(figsize=(8, 4.2), layout="constrained")
     ax = figure.subplots()
     for i, (run, part) in enumerate(comparison.recall.groupby("run", sort=False)):
         ax.plot(part["k"], part["recall"], color=_color(i), label=_label(run), linewidth=1.8)
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))  # 1, 10, 100 rather than powers of ten
     ax.set(xlabel="k (log scale)", ylabel="mean Recall@k", ylim=(0, 1.02), title="Recall@k over k")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="lower right", fontsize="small")
@@ -175,24 +178,37 @@ def figure_run_slices(result: ExperimentResult) -> Figure:
 
 
 def figure_recall_at_k(result: ExperimentResult) -> Figure | None:
-    """Mean Recall@k over the configured recall cut-offs, or ``None`` when no R@k is configured."""
+    """Mean Recall@k at every k from 1 to the ranking's depth (log scale), the configured R@k cut-offs
+    marked; ``None`` when no query has a relevant item."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FormatStrFormatter
 
-    recall = {m.text: m for m in result.evaluation.measures if m.text.startswith("R@")}
-    points = sorted(
-        (int(text.removeprefix("R@").split("@")[0]), float(result.evaluation.aggregates[text]))
-        for text in recall
-        if text.removeprefix("R@").split("@")[0].isdigit()
-    )
-    if not points:
+    judged = [q for q in result.evaluation.per_query.index if result.qrels.get(q)]
+    if not judged or result.rankings.empty:
         return None
+    ranking = ordered(result.rankings, result.config, result.level)
+    depth = int(ranking.groupby("query_id").size().max())
+    curve = recall_curve(ranking, result.qrels, judged, range(1, depth + 1), result.config.evaluation.relevance)
     figure = Figure(figsize=(7, 3.8), layout="constrained")
     ax = figure.subplots()
-    ks, values = zip(*points, strict=True)
-    ax.plot(ks, values, marker="o", color=_color(0), linewidth=1.8)
-    ax.set_xticks(ks, [str(k) for k in ks])
-    ax.set(xlabel="k (configured cut-offs)", ylabel="mean Recall@k", ylim=(0, 1.02), title="Recall@k")
-    ax.grid(True, alpha=0.3)
+    ax.plot(curve.index, curve.to_numpy(), color=_color(0), linewidth=1.8)
+    marks = {
+        int(m.text[2:]): result.evaluation.aggregates[m.text]
+        for m in result.evaluation.measures
+        if m.text[2:].isdigit() and m.text.startswith("R@")
+    }
+    if marks:
+        ax.plot(list(marks), list(marks.values()), "o", color=_color(0), label="configured R@k")
+        ax.legend(loc="lower right", fontsize="small")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))  # 1, 10, 100 rather than powers of ten
+    ax.set(
+        xlabel="k (log scale)",
+        ylabel="mean Recall@k",
+        ylim=(0, 1.02),
+        title=f"Recall@k, k = 1…{depth} (n={len(judged)})",
+    )
+    ax.grid(True, which="both", alpha=0.3)
     return figure
 
 

@@ -63,6 +63,7 @@ class ExperimentResult:
     models: dict[str, dict[str, str]] = field(default_factory=dict)  # stage → model identity
     external_calls: dict[str, int] = field(default_factory=dict)
     abstention: Abstention | None = None  # the unanswerable contract, when evaluation.abstain_below is set
+    qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # the judgments measured against, at ``level``
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -260,6 +261,7 @@ def _run(
         models={s.name: identity for s in pipeline.stages if (identity := getattr(s, "model_identity", None))},
         external_calls=pipeline.external_calls(),
         abstention=abstained,
+        qrels={q: dict(items) for q, items in qrels.items()},
     )
 
 
