@@ -124,12 +124,14 @@ def test_a_relative_path_is_tried_in_the_working_directory_then_the_repository_r
         resolve("params/nope.yaml", "config_path")
 
 
-def test_rageval_run_refuses_a_mistyped_notebook_parameter_before_a_run_exists(store):
+def test_rageval_run_refuses_a_mistyped_or_recording_notebook_parameter_before_a_run_exists(store):
     before = runs_in(store)
     with pytest.raises(ParameterError, match=r"record: expected bool \(got 'yes'\)"):
         execute_run(BM25, tracker=Tracker(store), notebook_parameters={"record": "yes"})
     with pytest.raises(ParameterError, match=r"overrides: expected list\[str\]"):
         execute_run(BM25, tracker=Tracker(store), notebook_parameters={"overrides": [1]})
+    with pytest.raises(ParameterError, match="record: rageval run records the run itself"):
+        execute_run(BM25, tracker=Tracker(store), notebook_parameters={"record": True})
     assert runs_in(store) == before
 
 
