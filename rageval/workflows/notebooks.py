@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.io import read_text
@@ -87,7 +87,8 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
 
 
 def check_parameters(path: str | Path, given: Mapping[str, Any], required: Sequence[str] = ()) -> None:
-    """Refuse unknown parameters, and required ones the notebook does not declare."""
+    """Refuse unknown parameters, values of another type than the parameters cell's annotation
+    (``record: bool = False``), and required ones the notebook does not declare."""
     declared = notebook_parameters(path)
     problems = [
         Problem(
@@ -99,6 +100,31 @@ def check_parameters(path: str | Path, given: Mapping[str, Any], required: Seque
         for name in given
         if name not in declared
     ]
+    import papermill
+    from pydantic import ConfigDict, PydanticSchemaGenerationError, TypeAdapter, ValidationError
+
+    # Annotations as papermill reads them ("None": no annotation). Its pattern admits only names,
+    # brackets and commas, and only the builtins a parameter can carry are known to the eval below.
+    known = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict, "Optional": Optional}
+    for name, info in papermill.inspect_notebook(str(path)).items():
+        if name not in given or info["inferred_type_name"] in ("None", "NoneType"):
+            continue
+        try:
+            annotation = eval(info["inferred_type_name"], {"__builtins__": {}}, known)  # the names above only
+            adapter = TypeAdapter(annotation, config=ConfigDict(strict=True))
+        except (NameError, SyntaxError, TypeError, PydanticSchemaGenerationError):
+            continue  # not a plain type (a name the notebook imports itself): papermill checks nothing either
+        try:
+            adapter.validate_python(given[name])
+        except ValidationError:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    field=name,
+                    message=f"expected {info['inferred_type_name']} (got {given[name]!r})",
+                    fix="give a value of that type",
+                )
+            )
     problems += [
         Problem(
             file=str(path),

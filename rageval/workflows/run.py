@@ -30,7 +30,7 @@ from rageval.benchmark.migration import chunk_labels
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import dump_config, flatten, load_config
 from rageval.config.schema import RunConfig
-from rageval.errors import NotebookExecutionError
+from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
@@ -179,6 +179,12 @@ def execute_run(
     notebook = Path(notebook) if notebook else default_notebook()
     extra = dict(notebook_parameters or {})
     check_parameters(notebook, extra, required=RUN_PARAMETERS)
+    if extra.get("record"):  # the papermill door's switch (rageval.workflows.door): this run records already
+        raise ParameterError(
+            Problem(
+                file=str(notebook), field="record", message="rageval run records the run itself", fix="leave it out"
+            )
+        )
     bench = load_benchmark(config.benchmark)
     bench.cases_for(config.split)  # an undeclared split fails here, before a run exists
     check_labels(config, bench)
