@@ -239,6 +239,7 @@ RUN_STEPS = [
     "evaluation",
     "stage evaluation",
     "diagnostics",
+    "notebook displays",
     "logging",
     "attach notebook",
     "seal",

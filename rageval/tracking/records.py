@@ -379,7 +379,8 @@ def environment() -> str:
     import sys
     from importlib.metadata import distributions
 
-    folders = sorted({p for p in sys.path if p and os.path.isdir(p)})
+    # Where distributions are installed (not the script's or working folder, whose times change often).
+    folders = sorted({p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)})
     key = sha256_bytes(json.dumps([sys.executable, [(f, os.stat(f).st_mtime_ns) for f in folders]]).encode())
     cached = default_cache_dir() / "environment" / f"{key[:32]}.txt"
     if cached.is_file():

@@ -10,7 +10,7 @@ parameter against :class:`EvaluateParameters` (the one list of the notebook's pa
 types; a test holds the parameters cell equal to it), so an unknown or mistyped parameter fails
 before any work. With ``record`` True it calls :func:`rageval.workflows.run.execute_run` itself —
 ``rageval run``'s own code path: the pre-run checks, the run, the same notebook executed in a
-nested kernel (which logs), the attached notebook and the seal — and the nested kernel hands its
+nested kernel (whose result ``execute_run`` logs), the attached notebook and the seal — and the nested kernel hands its
 :class:`~rageval.experiment.run.ExperimentResult` back through a pickle in a private temporary
 folder (``handoff``), so the outer notebook shows the very result that was recorded. The nested
 kernel has ``config_yaml`` set and ``record`` False: it cannot record again.
@@ -168,7 +168,8 @@ def evaluate(namespace: Mapping[str, Any], notebook: str = NOTEBOOK) -> Experime
             split=parameters.split,
         )
     result = run_experiment(config)
-    if parameters.run_id is not None:
+    if parameters.run_id is not None and parameters.handoff is None:
+        # Given a handoff, the process that started this kernel logs the result (its store is open).
         from rageval.tracking.store import Tracker
 
         Tracker(parameters.tracking_uri).log_result(parameters.run_id, result)

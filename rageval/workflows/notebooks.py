@@ -86,9 +86,10 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
     return {name: info["default"] for name, info in declared.items()}
 
 
-def check_parameters(path: str | Path, given: Mapping[str, Any], required: Sequence[str] = ()) -> None:
+def check_parameters(path: str | Path, given: Mapping[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
     """Refuse unknown parameters, values of another type than the parameters cell's annotation
-    (``record: bool = False``), and required ones the notebook does not declare."""
+    (``record: bool = False``), and required ones the notebook does not declare; returns the
+    declared parameters with their defaults."""
     declared = notebook_parameters(path)
     problems = [
         Problem(
@@ -137,6 +138,7 @@ def check_parameters(path: str | Path, given: Mapping[str, Any], required: Seque
     ]
     if problems:
         raise ParameterError(problems)
+    return declared
 
 
 def _ipc_kernel_manager(env: Mapping[str, str] | None = None) -> type:

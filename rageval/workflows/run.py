@@ -13,6 +13,7 @@ owner process is gone.
 from __future__ import annotations
 
 import json
+import pickle
 import platform
 import tempfile
 import threading
@@ -178,7 +179,7 @@ def execute_run(
     config = load_config(config_file, overrides, benchmark=benchmark, split=split)
     notebook = Path(notebook) if notebook else default_notebook()
     extra = dict(notebook_parameters or {})
-    check_parameters(notebook, extra, required=RUN_PARAMETERS)
+    declared = check_parameters(notebook, extra, required=RUN_PARAMETERS)
     if extra.get("record"):  # the papermill door's switch (rageval.workflows.door): this run records already
         raise ParameterError(
             Problem(
@@ -228,6 +229,13 @@ def execute_run(
     with tempfile.TemporaryDirectory(prefix="rageval-run-") as tmp:
         executed = Path(tmp) / notebook.name
         parameters = {**extra, "config_yaml": config_yaml, "run_id": run_id, "tracking_uri": tracker.uri}
+        # A notebook that can hand its result back (notebooks/evaluate.ipynb) leaves the logging to
+        # this process, whose store is open already: the kernel then never imports mlflow nor opens
+        # the store (about 3 s of a run). A notebook without `handoff` logs into run_id itself.
+        handoff = Path(extra["handoff"]) if extra.get("handoff") else Path(tmp) / "result.pickle"
+        if "handoff" in declared:
+            parameters["handoff"] = str(handoff)
+        warm = _warm_imports()
         try:
             if cancel is not None and cancel.is_set():
                 raise InterruptedError("the sweep was interrupted before this run's notebook started")
@@ -248,6 +256,11 @@ def execute_run(
             raise
         executed_at = time.perf_counter()
         try:
+            if "handoff" in declared and handoff.is_file():
+                reporter.step("logging")
+                # Our own file, written by the kernel we started, in a folder only we (or the door) know.
+                tracker.log_result(run_id, pickle.loads(handoff.read_bytes()))
+            warm.join()
             reporter.step("attach notebook")
             timings = notebook_timings(executed)
             tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
@@ -276,11 +289,27 @@ def execute_run(
 
 def _kernel_events(reporter: Reporter) -> Callable[[Event], None]:
     """Where the kernel's events go: to ``reporter``, the end of its experiment being the start of
-    what the notebook does next (log the result into the run, draw its displays)."""
+    what the notebook does next (draw its displays; log the result, for a notebook that logs itself)."""
 
     def emit(event: Event) -> None:
         if event.get("kind") == "end":
-            event = {"kind": "step", "name": "logging", "t": event.get("t")}
+            event = {"kind": "step", "name": "notebook displays", "t": event.get("t")}
         reporter.emit(event)
 
     return emit
+
+
+def _warm_imports() -> threading.Thread:
+    """Import, on a thread, what this process needs once the notebook has run (figures, the HTML
+    render): it waits on the kernel meanwhile, so on a machine with a core to spare this is free."""
+
+    def load() -> None:
+        try:
+            import matplotlib.figure  # noqa: F401
+            import nbconvert  # noqa: F401
+        except Exception:  # noqa: BLE001 - only a head start; the real import reports any error
+            pass
+
+    thread = threading.Thread(target=load, name="rageval-warm-imports", daemon=True)
+    thread.start()
+    return thread
