@@ -179,15 +179,26 @@ def reduce_output(output: dict[str, Any]) -> Output:
     return Output(kind, tuple(sorted(data)))
 
 
+# Injected parameters that differ between any two runs by construction and say nothing about them:
+# where rageval run's kernel leaves its result (a temporary file, gone once the run is logged).
+PRIVATE_PARAMETERS = frozenset({"handoff"})
+
+
 def parameter_lines(source: str) -> list[str]:
     """Papermill's injected parameters with each multi-line string literal (``config_yaml = "…\\n…"``)
-    opened into its lines, between triple quotes."""
+    opened into its lines, between triple quotes (:data:`PRIVATE_PARAMETERS` left out)."""
     lines: list[str] = []
     for line in source.splitlines():
         try:
             statement = ast.parse(line).body
         except SyntaxError:
             statement = []
+        if (
+            len(statement) == 1
+            and isinstance(statement[0], ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id in PRIVATE_PARAMETERS for t in statement[0].targets)
+        ):
+            continue
         if (
             len(statement) == 1
             and isinstance(statement[0], ast.Assign)
