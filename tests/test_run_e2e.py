@@ -179,7 +179,7 @@ def test_the_ui_answers_on_loopback_lists_the_run_and_sigterm_stops_its_server(d
         deadline = time.time() + 90
         while time.time() < deadline and not any(line.startswith("MLflow UI: http") for line in lines):
             time.sleep(0.5)
-        assert f"MLflow UI: http://127.0.0.1:{port}  (store: {store}" in "".join(lines), "".join(lines)
+        assert f"MLflow UI: http://127.0.0.1:{port}/#/?workflowType=machine_learning  (store: {store}" in "".join(lines)
         url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={demo_runs[0].run_id}"
         with urllib.request.urlopen(url, timeout=10) as response:
             body = json.loads(response.read())

@@ -23,8 +23,12 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from rageval.tracking.store import Tracker
+
+# MLflow 3.17's UI opens in its GenAI mode unless the URL asks for the model-training one.
+UI_MODE = "workflowType=machine_learning"
 
 # Chromium on a closed network: no background connections, no first-run or sync traffic.
 CHROMIUM_FLAGS = [
@@ -72,6 +76,30 @@ def experiments(tracker: Tracker) -> list[str]:
     return [e.experiment_id for e in tracker.client.search_experiments()]
 
 
+# Metric columns a person adds to the runs table first: the headline of every evaluation run.
+HEADLINE = (
+    "nDCG_at_10",
+    "R_at_20",
+    "Hit_at_5",
+    "MRR",
+    "latency/total/p95_ms",
+    "context_tokens_mean",
+    "permission_leaks",
+)
+
+
+def show_columns(page: Any, metrics: tuple[str, ...]) -> None:
+    """Add ``metrics`` as columns of the runs table, through its column picker, as a person would."""
+    page.get_by_text("Show more columns").click()
+    time.sleep(1)
+    picker = page.locator("[role=dialog]").last
+    for metric in metrics:
+        picker.get_by_text(metric, exact=True).first.click()
+        time.sleep(0.3)
+    page.keyboard.press("Escape")
+    time.sleep(2)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("shots"))
@@ -89,25 +117,29 @@ def main() -> int:
     command = [str(rageval), "ui", "--port", str(port), "--tracking-uri", tracker.uri]
     server = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
+    mode = f"?{UI_MODE}"
     pages = {
-        "experiment.png": f"{base}/#/experiments/{experiment}",
-        "runs.png": f"{base}/#/experiments/{experiment}/runs",
-        "figure.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}/artifacts/figures/slices.png",
-        "notebook.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}/artifacts/notebook/evaluate.html",
-        "gate.png": f"{base}/#/experiments/{experiment}/runs/{gate}",
+        "experiment.png": f"{base}/#/experiments/{experiment}{mode}",
+        "runs.png": f"{base}/#/experiments/{experiment}/runs{mode}",
+        "figure.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}/artifacts/figures/slices.png{mode}",
+        "notebook.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}/artifacts/notebook/evaluate.html{mode}",
+        "gate.png": f"{base}/#/experiments/{experiment}/runs/{gate}{mode}",
     }
     try:
         wait_for(f"{base}/health")
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS)
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
             for name, url in pages.items():
+                page = browser.new_page(viewport={"width": 2400, "height": 1100})  # a fresh page: no state carried over
                 page.goto(url)
                 page.wait_for_load_state("load")
                 time.sleep(8)  # the UI keeps polling (never network-idle); give it time to render
+                if name == "runs.png":
+                    show_columns(page, HEADLINE)
                 page.screenshot(path=str(args.out / name))
                 text = " ".join(page.inner_text("body").split())
                 print(f"{name}: {url}\n  {text[:600]}\n")
+                page.close()
             browser.close()
     finally:
         os.killpg(server.pid, signal.SIGTERM)

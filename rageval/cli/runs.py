@@ -278,7 +278,8 @@ def ui(
             except OSError:
                 time.sleep(0.5)
         if server.poll() is None:
-            echo(f"MLflow UI: {url}  (store: {uri}; Ctrl-C stops it)")
+            # MLflow 3.17's UI opens in its GenAI mode (traces) unless the URL asks for model training (runs).
+            echo(f"MLflow UI: {url}/#/?workflowType=machine_learning  (store: {uri}; Ctrl-C stops it)")
         code = server.wait()
     finally:
         for sig, handler in previous.items():
