@@ -88,6 +88,14 @@ HEADLINE = (
 )
 
 
+def close_assistant(page: Any) -> None:
+    """Close the MLflow Assistant side panel (a third of the page) when it is open."""
+    close = page.locator('[data-component-id="mlflow.assistant.chat_panel.close"]')
+    if close.count():
+        close.first.click()
+        time.sleep(1)
+
+
 def show_columns(page: Any, metrics: tuple[str, ...]) -> None:
     """Add ``metrics`` as columns of the runs table, through its column picker, as a person would."""
     page.get_by_text("Show more columns").click()
@@ -134,6 +142,7 @@ def main() -> int:
                 page.goto(url)
                 page.wait_for_load_state("load")
                 time.sleep(8)  # the UI keeps polling (never network-idle); give it time to render
+                close_assistant(page)
                 if name == "runs.png":
                     show_columns(page, HEADLINE)
                 page.screenshot(path=str(args.out / name))
