@@ -41,15 +41,11 @@ def run(
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
     from rageval.cli.progress import RunView
-    from rageval.workflows.provenance import dirty_warning
     from rageval.workflows.run import execute_run
 
     tracker = open_tracker(tracking_uri)
     try:
         input_file(config, "CONFIG", "give a params file, e.g. params/bm25.yaml")
-        warning = dirty_warning(config.resolve().parent)
-        if warning:
-            echo(warning, err=True)
         with RunView() as view:  # the steps on stderr as they go; the summary below on stdout
             outcome = execute_run(
                 config,
@@ -62,6 +58,7 @@ def run(
                 timeout=timeout,
                 notebook_parameters=parse_notebook_parameters(parameter),
                 reporter=view,
+                warn=lambda text: echo(text, err=True),
             )
     except RagevalError as error:
         fail(error)

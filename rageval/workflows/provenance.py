@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -100,15 +101,68 @@ def dirty_files(path: Path) -> list[str] | None:
     return sorted(files)
 
 
+@dataclass(frozen=True)
+class Checkout:
+    """The git state of the checkout holding ``path``, read once (one ``git status`` and, for a
+    changed notebook, one ``git show``): a run's tags, warning and patch all come from it."""
+
+    path: Path
+    commit: str | None  # None outside git
+    files: list[str] | None  # the dirty files (see :func:`dirty_files`); None outside git
+
+    @property
+    def warning(self) -> str | None:
+        """The warning a run from a dirty checkout prints first (``None`` when clean)."""
+        if not self.files:
+            return None
+        return (
+            f"warning: the working tree has uncommitted changes in {', '.join(self.files)}; "
+            "this run is recorded as dirty with their diff"
+        )
+
+    def tags(self) -> dict[str, str]:
+        """Commit and dirtiness ('unknown' outside git); a dirty checkout's changed files are
+        listed in ``rageval.git.dirty_files``."""
+        if self.commit is None or self.files is None:
+            return {"rageval.git.commit": "unknown", "rageval.git.dirty": "unknown"}
+        return {
+            "rageval.git.commit": self.commit,
+            "rageval.git.dirty": str(bool(self.files)).lower(),
+            **({"rageval.git.dirty_files": _files_tag(self.files)} if self.files else {}),
+            "mlflow.source.git.commit": self.commit,
+        }
+
+    def diff(self) -> bytes:
+        """The uncommitted changes to the dirty files (``git diff HEAD``), recorded with a run made
+        from a dirty tree so that it can be reproduced. The patch is git's own (no textconv or
+        external diff driver such as nbdime's or nbstripout's), so ``git apply`` takes it."""
+        if not self.files:
+            return b""
+        done = _git(
+            self.path,
+            "diff",
+            "HEAD",
+            "--binary",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--",
+            *(f":(top,literal){f}" for f in self.files),
+            timeout=30,
+        )
+        return done.stdout if done is not None else b""
+
+
+def checkout(path: Path) -> Checkout:
+    """The git state of the checkout holding ``path``."""
+    commit = _git(path, "rev-parse", "HEAD")
+    if commit is None:
+        return Checkout(path, None, None)
+    return Checkout(path, commit.stdout.decode().strip(), dirty_files(path))
+
+
 def dirty_warning(path: Path) -> str | None:
     """The warning ``rageval run`` prints before a run from a dirty checkout (``None`` when clean)."""
-    files = dirty_files(path)
-    if not files:
-        return None
-    return (
-        f"warning: the working tree has uncommitted changes in {', '.join(files)}; "
-        "this run is recorded as dirty with their diff"
-    )
+    return checkout(path).warning
 
 
 def _files_tag(files: list[str]) -> str:
@@ -122,41 +176,13 @@ def _files_tag(files: list[str]) -> str:
 
 
 def git_state(path: Path) -> dict[str, str]:
-    """Commit and dirtiness of the git checkout holding ``path`` ('unknown' outside git); a dirty
-    checkout's changed files are listed in ``rageval.git.dirty_files``."""
-    commit = _git(path, "rev-parse", "HEAD")
-    files = dirty_files(path) if commit is not None else None
-    if commit is None or files is None:
-        return {"rageval.git.commit": "unknown", "rageval.git.dirty": "unknown"}
-    sha = commit.stdout.decode().strip()
-    return {
-        "rageval.git.commit": sha,
-        "rageval.git.dirty": str(bool(files)).lower(),
-        **({"rageval.git.dirty_files": _files_tag(files)} if files else {}),
-        "mlflow.source.git.commit": sha,
-    }
+    """Commit and dirtiness of the git checkout holding ``path`` (see :meth:`Checkout.tags`)."""
+    return checkout(path).tags()
 
 
 def git_diff(path: Path) -> bytes:
-    """The uncommitted changes to tracked files of the checkout holding ``path`` (``git diff
-    HEAD``), recorded with a run made from a dirty tree so that it can be reproduced. Notebooks
-    changed only in outputs are left out; the patch is git's own (no textconv or external diff
-    driver such as nbdime's or nbstripout's), so ``git apply`` takes it."""
-    files = dirty_files(path)
-    if not files:
-        return b""
-    done = _git(
-        path,
-        "diff",
-        "HEAD",
-        "--binary",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--",
-        *(f":(top,literal){f}" for f in files),
-        timeout=30,
-    )
-    return done.stdout if done is not None else b""
+    """The uncommitted changes of the checkout holding ``path`` (see :meth:`Checkout.diff`)."""
+    return checkout(path).diff()
 
 
 def install_notebook_filter(path: Path, python: str | None = None) -> dict[str, str]:

@@ -40,7 +40,7 @@ from rageval.tracking.records import KIND_TAG, NOTE_TAG, environment, evaluation
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
-from rageval.workflows.provenance import RAGEVAL_VERSION, git_diff, git_state
+from rageval.workflows.provenance import RAGEVAL_VERSION, Checkout, checkout
 
 # What rageval passes to every evaluation notebook; its parameters cell must declare them.
 RUN_PARAMETERS = ("config_yaml", "run_id", "tracking_uri")
@@ -97,10 +97,17 @@ def notebook_html(executed: Path) -> bytes:
     return page.encode()
 
 
-def run_tags(config: RunConfig, benchmark: Benchmark, config_file: Path, family: str | None = None) -> dict[str, str]:
+def run_tags(
+    config: RunConfig,
+    benchmark: Benchmark,
+    config_file: Path,
+    family: str | None = None,
+    source: Checkout | None = None,
+) -> dict[str, str]:
+    """An evaluation run's tags; ``source``: the git state of the config's checkout, if read already."""
     level = evaluation_level(config, benchmark)
     return {
-        **git_state(config_file.resolve().parent),
+        **(source or checkout(config_file.resolve().parent)).tags(),
         "rageval.version": RAGEVAL_VERSION,
         KIND_TAG: "evaluation",
         "rageval.config.name": config.name,
@@ -162,6 +169,7 @@ def execute_run(
     family: str | None = None,
     cancel: threading.Event | None = None,
     reporter: Reporter | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run one configuration through the evaluation notebook and seal the MLflow run.
 
@@ -170,7 +178,8 @@ def execute_run(
     passes its member's). ``tags`` are added to the run's own (a sweep's parent link); ``family`` names the
     configuration family release evaluations are counted in (default: the config's name). When
     ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
-    ``reporter`` receives the steps as they go, the notebook kernel's among them.
+    ``reporter`` receives the steps as they go, the notebook kernel's among them; ``warn``, the
+    warning of a run from a checkout with uncommitted changes (naming the files), before the run exists.
     """
     reporter = reporter or SILENT
     started = time.perf_counter()
@@ -198,8 +207,10 @@ def execute_run(
     experiment = experiment or bench.spec.name
     config_yaml = dump_config(config)
     label = label or config_label(config.name, recorded_overrides)
-    all_tags = {**run_tags(config, bench, config_file, family), "rageval.config.label": label, **(tags or {})}
-    dirty = all_tags.get("rageval.git.dirty") == "true"
+    source = checkout(config_file.resolve().parent)  # read once: tags, warning and patch
+    if warn is not None and source.warning:
+        warn(source.warning)
+    all_tags = {**run_tags(config, bench, config_file, family, source), "rageval.config.label": label, **(tags or {})}
     reporter.step("create run")
     reaped = tuple(tracker.reap())
     run_id = tracker.create_run(
@@ -210,7 +221,7 @@ def execute_run(
         files={
             "config.yaml": config_yaml.encode(),
             "environment.txt": environment().encode(),
-            **({"git/diff.patch": git_diff(config_file.resolve().parent)} if dirty else {}),
+            **({"git/diff.patch": source.diff()} if source.files else {}),
         },
         dataset=cases_frame(bench, config.split),
         dataset_name=f"{bench.spec.name}-{bench.spec.version}-{config.split}",
