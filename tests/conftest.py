@@ -72,8 +72,6 @@ def write_tiny(
     raw_cases: str | None = None,
 ) -> Path:
     """Write a small passage-unit benchmark and record its hashes (then tests may corrupt it)."""
-    from rageval.benchmark.loading import hash_files
-
     root.mkdir(parents=True, exist_ok=True)
     (root / "documents.jsonl").write_text(
         raw_docs if raw_docs is not None else "".join(json.dumps(d) + "\n" for d in documents)
@@ -81,6 +79,15 @@ def write_tiny(
     (root / "cases.jsonl").write_text(
         raw_cases if raw_cases is not None else "".join(json.dumps(c) + "\n" for c in cases)
     )
+    write_spec(root, spec_overrides)
+    return root
+
+
+def write_spec(root: Path, spec_overrides=None) -> None:
+    """The tiny benchmark's benchmark.yaml, recording the data files' current hashes (so that a
+    data file a test or the fuzzer mutated is read, not refused for its hash)."""
+    from rageval.benchmark.loading import hash_files
+
     spec = {
         "name": "tiny",
         "version": "1.0.0",
@@ -91,7 +98,6 @@ def write_tiny(
         **(spec_overrides or {}),
     }
     (root / "benchmark.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return root
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from conftest import write_spec, write_tiny
 
 from rageval.errors import InputError, Problem, RagevalError
 
@@ -65,30 +66,6 @@ def outcome(read: Callable[[], Any]) -> Outcome:
 
 # --------------------------------------------------------------------------- valid files
 
-DOCS = [
-    {"id": "alpha", "title": "Alpha", "text": "# Alpha\n\nAlpha retries the publish after a cache failure."},
-    {"id": "beta", "title": "Beta", "text": "Beta explains webhooks and signing secrets.", "acl": ["security"]},
-    {"id": "gamma", "title": "Gamma", "text": "Gamma is about billing plans and invoices."},
-]
-CASES = [
-    {
-        "queryId": "q1",
-        "query": "publish retry cache",
-        "corpusVersion": "tiny-1",
-        "relevant": [{"documentId": "alpha", "grade": 3, "start": 9, "end": 40}],
-        "slice": ["frequent"],
-        "split": "dev",
-    },
-    {
-        "queryId": "q2",
-        "query": "webhook signing",
-        "corpusVersion": "tiny-1",
-        "relevant": [{"documentId": "beta", "grade": 2}, {"documentId": "gamma", "grade": 0}],
-        "split": "dev",
-    },
-    {"queryId": "q3", "query": "quantum teleport", "corpusVersion": "tiny-1", "relevant": [], "split": "release"},
-]
-
 
 def jsonl(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
@@ -102,31 +79,9 @@ def csv_bytes(header: list[str], rows: list[dict[str, Any]]) -> bytes:
     return out.getvalue().encode()
 
 
-def write_benchmark(root: Path) -> Path:
-    from rageval.benchmark.loading import hash_files
-
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "documents.jsonl").write_bytes(jsonl(DOCS))
-    (root / "cases.jsonl").write_bytes(jsonl(CASES))
-    rehash(root)
-    assert hash_files(root)
-    return root
-
-
-def rehash(root: Path) -> None:
-    """Record the data files' current hashes in benchmark.yaml (a mutated data file is read, not
-    refused for its hash)."""
-    from rageval.benchmark.loading import hash_files
-
-    spec = {
-        "name": "tiny",
-        "version": "1.0.0",
-        "corpusVersion": "tiny-1",
-        "relevanceUnit": "passage",
-        "splits": ["dev", "release"],
-        "files": hash_files(root),
-    }
-    (root / "benchmark.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+# The tiny benchmark the tests use (tests/conftest.py), rewritten to its hashes after a mutation.
+write_benchmark = write_tiny
+rehash = write_spec
 
 
 def manifest_json() -> bytes:
