@@ -10,16 +10,15 @@ parameter against :class:`EvaluateParameters` (the one list of the notebook's pa
 types; a test holds the parameters cell equal to it), so an unknown or mistyped parameter fails
 before any work. With ``record`` True it calls :func:`rageval.workflows.run.execute_run` itself —
 ``rageval run``'s own code path: the pre-run checks, the run, the same notebook executed in a
-nested kernel (whose result ``execute_run`` logs), the attached notebook and the seal — and the nested kernel hands its
-:class:`~rageval.experiment.run.ExperimentResult` back through a pickle in a private temporary
-folder (``handoff``), so the outer notebook shows the very result that was recorded. The nested
-kernel has ``config_yaml`` set and ``record`` False: it cannot record again.
+nested kernel that hands its :class:`~rageval.experiment.run.ExperimentResult` back (``handoff``),
+which ``execute_run`` logs and returns, the attached notebook and the seal — so the outer notebook
+shows the very result that was recorded. The nested kernel has ``config_yaml`` set and ``record``
+False: it cannot record again.
 """
 
 from __future__ import annotations
 
 import pickle
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -186,19 +185,21 @@ def record(parameters: EvaluateParameters, notebook: str = NOTEBOOK) -> Experime
     from rageval.workflows.run import execute_run
 
     tracker = Tracker(parameters.tracking_uri)
-    with tempfile.TemporaryDirectory(prefix="rageval-door-") as tmp:
-        handoff = Path(tmp) / "result.pickle"
-        outcome = execute_run(
-            resolve(parameters.config_path, "config_path", notebook),
-            overrides=parameters.overrides,
-            benchmark=resolve(parameters.benchmark, "benchmark", notebook) if parameters.benchmark else None,
-            split=parameters.split,
-            tracker=tracker,
-            experiment=parameters.experiment,
-            notebook_parameters={"handoff": str(handoff)},
+    outcome = execute_run(
+        resolve(parameters.config_path, "config_path", notebook),
+        overrides=parameters.overrides,
+        benchmark=resolve(parameters.benchmark, "benchmark", notebook) if parameters.benchmark else None,
+        split=parameters.split,
+        tracker=tracker,
+        experiment=parameters.experiment,
+    )
+    result = outcome.result
+    if result is None:  # pragma: no cover - the project's notebook always hands its result back
+        raise ParameterError(
+            Problem(
+                file=notebook, message="the recorded notebook handed no result back", fix="use notebooks/evaluate.ipynb"
+            )
         )
-        # Our own file, written by the nested kernel we started, in a folder only we know.
-        result: ExperimentResult = pickle.loads(handoff.read_bytes())
     show_run(outcome, tracker.uri, explicit_uri=parameters.tracking_uri is not None)
     return result
 

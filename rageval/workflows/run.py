@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -42,6 +42,9 @@ from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
 from rageval.workflows.provenance import RAGEVAL_VERSION, Checkout, checkout
 
+if TYPE_CHECKING:
+    from rageval.experiment.run import ExperimentResult
+
 # What rageval passes to every evaluation notebook; its parameters cell must declare them.
 RUN_PARAMETERS = ("config_yaml", "run_id", "tracking_uri")
 
@@ -59,6 +62,7 @@ class RunOutcome:
     measures: dict[str, str]  # MLflow key → measure string
     seconds: dict[str, float]
     reaped: tuple[tuple[str, str], ...] = ()  # runs of dead processes this run ended KILLED: (ID, reason)
+    result: ExperimentResult | None = None  # what the notebook handed back and was logged (None: it logged itself)
 
 
 def evaluation_level(config: RunConfig, benchmark: Benchmark) -> str:
@@ -243,9 +247,10 @@ def execute_run(
         # A notebook that can hand its result back (notebooks/evaluate.ipynb) leaves the logging to
         # this process, whose store is open already: the kernel then never imports mlflow nor opens
         # the store (about 3 s of a run). A notebook without `handoff` logs into run_id itself.
-        handoff = Path(extra["handoff"]) if extra.get("handoff") else Path(tmp) / "result.pickle"
+        handoff = Path(tmp) / "result.pickle"
         if "handoff" in declared:
             parameters["handoff"] = str(handoff)
+        result: ExperimentResult | None = None
         warm = _warm_imports()
         try:
             if cancel is not None and cancel.is_set():
@@ -269,8 +274,9 @@ def execute_run(
         try:
             if "handoff" in declared and handoff.is_file():
                 reporter.step("logging")
-                # Our own file, written by the kernel we started, in a folder only we (or the door) know.
-                tracker.log_result(run_id, pickle.loads(handoff.read_bytes()))
+                # Our own file, written by the kernel we started, in a folder only we know.
+                result = pickle.loads(handoff.read_bytes())
+                tracker.log_result(run_id, result)
             warm.join()
             reporter.step("attach notebook")
             timings = notebook_timings(executed)
@@ -295,7 +301,7 @@ def execute_run(
     reporter.end()
     info = tracker.run(run_id)
     measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
-    return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings, reaped)
+    return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings, reaped, result)
 
 
 def _kernel_events(reporter: Reporter) -> Callable[[Event], None]:
