@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sweep_overhead import member_timings  # a run's time per step, as the sweep benchmark reads it
+
 from rageval.tracking.store import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,14 +67,6 @@ def whole_run(config: Path, store: str) -> tuple[float, str]:
     return wall, run_id
 
 
-def steps(tracker: Tracker, run_id: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for table in ("timings", "run_timings"):
-        frame = tracker.sealed_frame(run_id, f"tables/{table}.parquet")
-        out.update(zip(frame["step"], frame["seconds"], strict=True))
-    return out
-
-
 def summary(values: list[float]) -> str:
     return f"min {min(values):6.2f}  median {statistics.median(values):6.2f}"
 
@@ -106,7 +100,7 @@ def main() -> int:
     met = statistics.median(overheads) <= TARGET_S
     print(f"target: overhead <= {TARGET_S:.0f} s — median {'met' if met else 'NOT met'}")
     print(f"\nwhere the last run's time went (its tables/run_timings and tables/timings), run {last}:")
-    for step, seconds in steps(tracker, last).items():
+    for step, seconds in member_timings(tracker, last).items():
         print(f"  {seconds:7.3f} s  {step}")
     return 0
 
