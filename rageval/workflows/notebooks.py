@@ -62,7 +62,11 @@ def read_notebook(path: str | Path) -> Any:
 
 def notebook_parameters(path: str | Path) -> dict[str, Any]:
     """The parameters a notebook declares in its `parameters` cell, with their defaults."""
-    path = Path(path)
+    return {name: info["default"] for name, info in _declared(Path(path)).items()}
+
+
+def _declared(path: Path) -> dict[str, dict[str, Any]]:
+    """papermill's reading of the `parameters` cell: per name, its default, annotation and help."""
     notebook = read_notebook(path)
     if not any("parameters" in cell.get("metadata", {}).get("tags", []) for cell in notebook.cells):
         raise ParameterError(
@@ -83,14 +87,14 @@ def notebook_parameters(path: str | Path) -> dict[str, Any]:
                 fix="save it from JupyterLab with the Python 3 kernel",
             )
         ) from None
-    return {name: info["default"] for name, info in declared.items()}
+    return dict(declared)
 
 
 def check_parameters(path: str | Path, given: Mapping[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
     """Refuse unknown parameters, values of another type than the parameters cell's annotation
     (``record: bool = False``), and required ones the notebook does not declare; returns the
     declared parameters with their defaults."""
-    declared = notebook_parameters(path)
+    declared = _declared(Path(path))
     problems = [
         Problem(
             file=str(path),
@@ -101,13 +105,12 @@ def check_parameters(path: str | Path, given: Mapping[str, Any], required: Seque
         for name in given
         if name not in declared
     ]
-    import papermill
     from pydantic import ConfigDict, PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
     # Annotations as papermill reads them ("None": no annotation). Its pattern admits only names,
     # brackets and commas, and only the builtins a parameter can carry are known to the eval below.
     known = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "dict": dict, "Optional": Optional}
-    for name, info in papermill.inspect_notebook(str(path)).items():
+    for name, info in declared.items():
         if name not in given or info["inferred_type_name"] in ("None", "NoneType"):
             continue
         try:
@@ -138,7 +141,7 @@ def check_parameters(path: str | Path, given: Mapping[str, Any], required: Seque
     ]
     if problems:
         raise ParameterError(problems)
-    return declared
+    return {name: info["default"] for name, info in declared.items()}
 
 
 def _ipc_kernel_manager(env: Mapping[str, str] | None = None) -> type:
