@@ -22,7 +22,6 @@ from rageval.analysis.formats import FORMATS
 from rageval.benchmark.schema import CHANGE_ACTIONS, LEVELS
 from rageval.errors import InputError, ParameterError, Problem, RagevalError
 from rageval.evaluation.contract import DUPLICATE_POLICIES, GAINS, NO_RELEVANT_POLICIES, TIE_POLICIES
-from rageval.lazy import skip_iri_grammar
 from rageval.safety import strip_control
 
 if TYPE_CHECKING:
@@ -36,7 +35,6 @@ class RagevalGroup(TyperGroup):
     :func:`fail` prints it, and any other exception as one line (its traceback under ``--debug``)."""
 
     def invoke(self, ctx: Any) -> Any:
-        skip_iri_grammar()
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):  # exits, usage errors: typer's own
