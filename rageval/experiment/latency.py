@@ -34,10 +34,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rageval.benchmark.chunking import chunk_corpus, config_hash
+from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.loading import Benchmark
 from rageval.config.schema import RunConfig
-from rageval.retrieval import Corpus, Pipeline, Query
+from rageval.experiment.run import corpus_for, query_of
+from rageval.retrieval import Pipeline, Query
 from rageval.retrieval.cache import Cache
 
 ARMS = ("baseline", "candidate")
@@ -83,17 +84,12 @@ def sample_queries(benchmark: Benchmark, split: str, count: int, seed: int) -> l
     cases = benchmark.cases_for(split)
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.choice(len(cases), size=min(count, len(cases)), replace=False).tolist())
-    return [Query(c.queryId, c.query, tuple(c.principal) if c.principal else None) for c in (cases[i] for i in chosen)]
+    return [query_of(cases[i]) for i in chosen]
 
 
 def build_pipeline(config: RunConfig, benchmark: Benchmark, cache: Cache | None) -> Pipeline:
     """The configuration's pipeline over its chunks, as :func:`rageval.experiment.run.run_experiment` builds it."""
-    corpus = Corpus(
-        chunks=chunk_corpus(benchmark.documents.values(), config.chunking),
-        documents=benchmark.documents,
-        key={"corpus": benchmark.hashes["corpus"], "chunking": config_hash(config.chunking)},
-        cache=cache,
-    )
+    corpus = corpus_for(config, benchmark, chunk_corpus(benchmark.documents.values(), config.chunking), cache)
     return Pipeline.from_config(config.retrieval.stages, corpus, source=f"run configuration '{config.name}'")
 
 

@@ -7,15 +7,16 @@ nothing. Recording is :mod:`rageval.tracking`'s job.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from rageval.benchmark.chunking import chunk_corpus, config_hash
+from rageval.benchmark.chunking import Chunk, chunk_corpus, config_hash
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.benchmark.migration import chunk_qrels_for
+from rageval.benchmark.schema import Case
 from rageval.benchmark.tokenizers import get_tokenizer
 from rageval.config.schema import RunConfig
 from rageval.errors import EvaluationError
@@ -151,19 +152,14 @@ def _run(
 
     started = time.perf_counter()
     reporter.step("build stages")
-    corpus = Corpus(
-        chunks=chunks,
-        documents=benchmark.documents,
-        key={"corpus": benchmark.hashes["corpus"], "chunking": config_hash(config.chunking)},
-        cache=Cache() if cache is True else (cache or None),
-    )
+    corpus = corpus_for(config, benchmark, chunks, Cache() if cache is True else (cache or None))
     pipeline = Pipeline.from_config(config.retrieval.stages, corpus, source=f"run configuration '{config.name}'")
     timings["index"] = time.perf_counter() - started
     for name, seconds in pipeline.build_seconds.items():
         timings[f"index/{name}"] = seconds
 
     started = time.perf_counter()
-    queries = [Query(c.queryId, c.query, tuple(c.principal) if c.principal else None) for c in cases]
+    queries = [query_of(c) for c in cases]
     reporter.step("retrieval")
     output = pipeline.run(reporter.bar(queries, desc="queries"))
     timings["retrieval"] = time.perf_counter() - started
@@ -263,6 +259,22 @@ def _run(
         abstention=abstained,
         qrels={q: dict(items) for q, items in qrels.items()},
     )
+
+
+def corpus_for(config: RunConfig, benchmark: Benchmark, chunks: Sequence[Chunk], cache: Cache | None) -> Corpus:
+    """What ``config``'s stages retrieve from: ``chunks`` of ``benchmark``, under the cache key that
+    names the corpus and the chunking (the gate's timing builds the same corpus)."""
+    return Corpus(
+        chunks=chunks,
+        documents=benchmark.documents,
+        key={"corpus": benchmark.hashes["corpus"], "chunking": config_hash(config.chunking)},
+        cache=cache,
+    )
+
+
+def query_of(case: Case) -> Query:
+    """A benchmark case as a retrieval query (with the asker's principals, when it names them)."""
+    return Query(case.queryId, case.query, tuple(case.principal) if case.principal else None)
 
 
 def _contexts(config: RunConfig, hits: dict[str, list], corpus: Corpus) -> tuple[dict[str, list], dict[str, float]]:
