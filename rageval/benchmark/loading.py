@@ -9,6 +9,7 @@ predecessor (and of its ``labelChunking``) are :mod:`rageval.benchmark.lineage`.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rageval.benchmark.lineage import check_label_chunking, check_lineage
+from rageval.benchmark.provenance import Provenance, provenance_problems, retention_problems
 from rageval.benchmark.schema import (
     BENCHMARK_FILE,
     CASES_FILE,
@@ -72,6 +74,10 @@ class Benchmark:
             )
         return [case for case in self.cases if case.split == split]
 
+    def provenance_of(self, case: Case) -> Provenance | None:
+        """The case's own provenance block, else benchmark.yaml's default."""
+        return case.provenance or self.spec.provenance
+
     def qrels(self, split: str | None = None) -> dict[str, dict[str, int]]:
         """Document-level qrels ``{query id: {document id: grade}}``; a document judged on several
         spans takes its highest grade. Unanswerable cases appear with an empty mapping."""
@@ -101,8 +107,13 @@ class Benchmark:
 # --------------------------------------------------------------------------- validation
 
 
-def validate_benchmark(path: str | Path) -> tuple[Benchmark | None, list[Problem]]:
-    """Check a benchmark folder completely; return it (when sound) and every problem found."""
+def validate_benchmark(
+    path: str | Path, *, retention: bool = True, today: dt.date | None = None
+) -> tuple[Benchmark | None, list[Problem]]:
+    """Check a benchmark folder completely; return it (when sound) and every problem found.
+
+    A case past its retention date (as of ``today``, default the current date) is a problem unless
+    ``retention`` is False: starting the new version that retires it must still be possible."""
     root = Path(path)
     problems: list[Problem] = []
     try:
@@ -123,6 +134,7 @@ def validate_benchmark(path: str | Path) -> tuple[Benchmark | None, list[Problem
     documents = _read_documents(root / DOCUMENTS_FILE, problems)
     cases = _read_cases(root / CASES_FILE, problems)
     _check_cases(cases, documents, spec, rubric, problems)
+    _check_provenance(cases, spec, spec_lines, (today or dt.date.today()) if retention else None, problems)
     if spec is not None:
         check_label_chunking(spec, spec_lines, problems)
         check_lineage(root, spec, spec_lines, cases, problems)
@@ -139,9 +151,9 @@ def validate_benchmark(path: str | Path) -> tuple[Benchmark | None, list[Problem
     return benchmark, []
 
 
-def load_benchmark(path: str | Path) -> Benchmark:
+def load_benchmark(path: str | Path, *, retention: bool = True, today: dt.date | None = None) -> Benchmark:
     """Load and validate a benchmark; raise :class:`BenchmarkError` listing every problem."""
-    benchmark, problems = validate_benchmark(path)
+    benchmark, problems = validate_benchmark(path, retention=retention, today=today)
     if benchmark is None:
         raise BenchmarkError(problems)
     return benchmark
@@ -336,6 +348,35 @@ def _check_cases(
                 )
                 continue
             seen_units[unit] = (index, item.grade)
+
+
+def _check_provenance(
+    cases: list[tuple[int, Case]],
+    spec: BenchmarkSpec | None,
+    lines: dict[tuple[Any, ...], int],
+    today: dt.date | None,
+    problems: list[Problem],
+) -> None:
+    """Each provenance block, the default included; then retention (``today`` None: not checked)."""
+    default = spec.provenance if spec is not None else None
+    spec_line = lines.get(("provenance",))
+    if default is not None:
+        problems.extend(provenance_problems(default, file=BENCHMARK_FILE, line=spec_line, field="provenance"))
+    for line, case in cases:
+        if case.provenance is not None:
+            problems.extend(provenance_problems(case.provenance, file=CASES_FILE, line=line, field="provenance"))
+    if today is None:
+        return
+    problems.extend(
+        retention_problems(
+            cases,
+            default,
+            today,
+            cases_file=CASES_FILE,
+            spec_file=BENCHMARK_FILE,
+            spec_line=lines.get(("provenance", "retention"), spec_line),
+        )
+    )
 
 
 # --------------------------------------------------------------------------- writing

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, field_validator
 
+from rageval.benchmark.provenance import Provenance
 from rageval.benchmark.tokenizers import TOKENIZERS
 from rageval.validation import Sha256, Slug, Strict
 
@@ -88,6 +89,7 @@ class BenchmarkSpec(Strict):
     predecessor: Predecessor | None = None
     changelog: list[ChangelogEntry] = Field(default_factory=list)
     labelChunking: LabelChunking | None = None
+    provenance: Provenance | None = Field(default=None, description="the default of every case without its own")
 
     @field_validator("splits")
     @classmethod
@@ -139,6 +141,7 @@ class Case(Strict):
     notes: StrictStr | None = None
     split: Slug
     principal: list[Slug] | None = None
+    provenance: Provenance | None = Field(default=None, description="replaces benchmark.yaml's default as a whole")
 
     @field_validator("query")
     @classmethod

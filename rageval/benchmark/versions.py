@@ -61,8 +61,9 @@ def next_version(version: str) -> str:
 
 
 def new_version(path: str | Path, version: str, out: str | Path | None = None) -> Path:
-    """Start version ``version`` from the valid benchmark at ``path``; returns the new folder."""
-    benchmark = load_benchmark(path)
+    """Start version ``version`` from the valid benchmark at ``path``; returns the new folder. Cases
+    past their retention date do not stop it: the new version is where they are retired."""
+    benchmark = load_benchmark(path, retention=False)
     return write_version(benchmark, version, out=out)
 
 
