@@ -30,15 +30,33 @@ if TYPE_CHECKING:
 
 
 @benchmark_app.command("validate")
-def benchmark_validate(path: Annotated[Path, typer.Argument(help="benchmark folder")]) -> None:
-    """Check a benchmark and report every problem (file, line, field); exit 1 if any."""
+def benchmark_validate(
+    path: Annotated[Path, typer.Argument(help="benchmark folder")],
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="also write the problems or the diagnostics as JSON")
+    ] = None,
+    per_case: Annotated[bool, typer.Option("--cases", help="list each case's lexical overlaps")] = False,
+) -> None:
+    """Check a benchmark and report every problem (file, line, field); exit 1 if any. A valid one gets
+    its diagnostics: slice coverage, rule-derived slices beside the labels, heading-like questions."""
+    import json
+
+    from rageval.benchmark.diagnostics import diagnose, format_report
     from rageval.benchmark.loading import validate_benchmark
 
+    try:
+        if json_out is not None:
+            output_file(json_out, "--json")
+    except RagevalError as error:
+        fail(error)
     benchmark, problems = validate_benchmark(path)
     if benchmark is None:
         for problem in problems:
             echo(str(problem), err=True)
         echo(f"{len(problems)} problem{'s' if len(problems) != 1 else ''} in {path}", err=True)
+        if json_out is not None:
+            payload = {"valid": False, "problems": [problem.__dict__ for problem in problems]}
+            json_out.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
         raise typer.Exit(1)
     spec = benchmark.spec
     echo(f"{spec.name} {spec.version}: valid ({spec.relevanceUnit} relevance, corpus {spec.corpusVersion})")
@@ -47,6 +65,13 @@ def benchmark_validate(path: Annotated[Path, typer.Argument(help="benchmark fold
         cases = benchmark.cases_for(split)
         unanswerable = sum(not c.answerable for c in cases)
         echo(f"{split} cases: {len(cases)} ({unanswerable} unanswerable)")
+    diagnostics = diagnose(benchmark)
+    for line in format_report(diagnostics, per_case=per_case):
+        echo(line, err=line.startswith("warning: "))
+    if json_out is not None:
+        payload = {"valid": True, "diagnostics": diagnostics.to_json()}
+        json_out.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
+        echo(f"wrote {json_out}")
 
 
 @benchmark_app.command("hash")
