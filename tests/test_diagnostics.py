@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import DEMO, write_tiny
+from conftest import DEMO, ROOT, write_tiny
 from typer.testing import CliRunner
 
 from rageval.benchmark.diagnostics import GUIDE_SLICES, MIN_SLICE_CASES, diagnose, headings, terms
@@ -136,3 +136,24 @@ def test_validate_json_of_an_invalid_benchmark_lists_its_problems(tmp_path):
     assert result.exit_code == 1
     (problem,) = json.loads(out.read_text())["problems"]
     assert (problem["file"], problem["line"], problem["field"]) == ("cases.jsonl", 1, "relevant[0].documentId")
+
+
+def test_a_run_config_warns_when_a_measure_cuts_off_deeper_than_final_k():
+    # The guide's context-budget check belongs to the run configuration's pre-run checks.
+    from rageval.config.load import load_config
+
+    params = ROOT / "params" / "bm25.yaml"  # final_k 5; nDCG@10, R@5, R@20, R@100, Hit@5, MRR, P@5, AP
+    line = next(n for n, text in enumerate(params.read_text().splitlines(), 1) if text.lstrip().startswith("measures:"))
+    warnings: list[str] = []
+    load_config(params, warn=warnings.append)
+    assert warnings == [
+        f"warning: {params}:{line}: evaluation.measures: nDCG@10, R@20, R@100 cut off deeper than final_k 5: they "
+        "score chunks the generator never receives (they measure candidate recall; to measure the context, add "
+        "measures at k <= 5, or raise final_k)"
+    ]
+    warnings.clear()
+    load_config(params, ["final_k=20"], warn=warnings.append)
+    assert len(warnings) == 1 and "R@100 cut off deeper than final_k 20" in warnings[0]
+    warnings.clear()
+    load_config(params, ["final_k=100"], warn=warnings.append)
+    assert warnings == []

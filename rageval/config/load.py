@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from rageval.benchmark.tokenizers import get_tokenizer
 from rageval.config.schema import RunConfig
 from rageval.errors import ConfigError, Problem
+from rageval.evaluation.measures import param, parse_measures
 from rageval.io import parse_yaml, read_yaml
 from rageval.retrieval.preflight import locate, stage_problems
 from rageval.validation import field_path, problems_from_validation, shorten
@@ -92,11 +93,13 @@ def load_config(
     *,
     benchmark: str | Path | None = None,
     split: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> RunConfig:
     """Validate a params file, apply overrides, and resolve the benchmark path.
 
     ``benchmark`` (relative to the working directory) and ``split`` are overrides too. The
-    benchmark path in the file is relative to the file.
+    benchmark path in the file is relative to the file. ``warn`` receives what is allowed but
+    probably not meant (:func:`config_warnings`).
     """
     path = Path(path)
     data, lines = read_yaml(path, ConfigError)
@@ -141,7 +144,28 @@ def load_config(
             )
         raise ConfigError(problems) from None
     preflight(config, str(path), lines)
+    for warning in config_warnings(config, str(path), lines) if warn is not None else ():
+        warn(warning)
     return config
+
+
+def config_warnings(config: RunConfig, file: str, lines: dict[tuple[Any, ...], int]) -> list[str]:
+    """What a run may do but probably does not mean: measures cut off deeper than the context
+    budget ``final_k`` score chunks the generator never receives."""
+    deeper = [
+        m.text
+        for m in parse_measures(config.evaluation.measures)
+        if isinstance(cutoff := param(m.measure, "cutoff"), int) and cutoff > config.final_k
+    ]
+    if not deeper:
+        return []
+    line = lines.get(("evaluation", "measures"))
+    where = f"{file}:{line}" if line else file
+    return [
+        f"warning: {where}: evaluation.measures: {', '.join(deeper)} cut off deeper than final_k {config.final_k}: "
+        "they score chunks the generator never receives (they measure candidate recall; to measure the context, "
+        f"add measures at k <= {config.final_k}, or raise final_k)"
+    ]
 
 
 def preflight(config: RunConfig, file: str, lines: dict[tuple[Any, ...], int]) -> None:
