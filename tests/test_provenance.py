@@ -84,6 +84,7 @@ def test_a_default_without_authorization_is_reported_in_benchmark_yaml(tmp_path)
         ({"rules": "presidio", "version": "1", "removed": ["jane@example.com"]}, "provenance.redaction", "never the"),
         ({"rules": "replaced jane@example.com with <EMAIL>", "version": "1"}, "provenance.redaction.rules", "looks"),
         ({"rules": "presidio", "version": "1", "types": ["+49 30 1234567"]}, "provenance.redaction.types[0]", "looks"),
+        ({"rules": "presidio", "version": "4111111111111111"}, "provenance.redaction.version", "looks"),
     ],
 )
 def test_a_redaction_that_holds_text_is_refused(tmp_path, redaction, field, words):

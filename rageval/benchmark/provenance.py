@@ -43,9 +43,11 @@ _REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/#+-]{0,79}")
 
 
 def _reference(value: str) -> str:
-    if not _REFERENCE.fullmatch(value):
+    # Nine digits in a row read as a phone, card or account number, not as an ID.
+    if not _REFERENCE.fullmatch(value) or re.search(r"\d{9}", value):
         raise ValueError(
-            "looks like text, not a reference (spaces, '@' or other characters, or over 80 characters): "
+            "looks like text, not a reference (spaces, '@' or other characters, nine digits in a row, or over "
+            "80 characters): "
             "record the name or ID of a rule set, approval or group, never the removed or raw text"
         )
     return value

@@ -144,8 +144,9 @@ def load_config(
             )
         raise ConfigError(problems) from None
     preflight(config, str(path), lines)
-    for warning in config_warnings(config, str(path), lines) if warn is not None else ():
-        warn(warning)
+    if warn is not None:
+        for warning in config_warnings(config, str(path), lines):
+            warn(warning)
     return config
 
 
