@@ -128,3 +128,9 @@ def test_validate_on_the_command_line_fails_on_a_past_retention_date(tmp_path):
     result = CliRunner().invoke(app, ["benchmark", "validate", str(root)])
     assert result.exit_code == 1
     assert "cases.jsonl:1: provenance.retention: case 'q1' is past its retention date 2020-01-01" in result.output
+
+
+def test_the_format_docs_name_every_source():
+    text = (DEMO.parents[1] / "docs" / "governance.md").read_text()
+    section = text[text.index("## Query provenance") : text.index("## Diagnostics")]
+    assert all(f"`{source}`" in section for source in SOURCES)

@@ -4,7 +4,8 @@ A benchmark is a folder holding ``benchmark.yaml``, ``documents.jsonl`` (the cor
 ``cases.jsonl`` (queries with graded judgments). ``benchmark.yaml`` names the corpus version the
 judgments were made against and the sha256 of every file, so a run can refuse judgments that do
 not match its corpus. Validation reports every problem at once; the rules of a version against its
-predecessor (and of its ``labelChunking``) are :mod:`rageval.benchmark.lineage`.
+predecessor (and of its ``labelChunking``) are :mod:`rageval.benchmark.lineage`; the provenance
+blocks and their retention dates, :mod:`rageval.benchmark.provenance`.
 """
 
 from __future__ import annotations
