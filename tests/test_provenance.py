@@ -12,6 +12,7 @@ from rageval.benchmark.loading import load_benchmark, validate_benchmark, write_
 from rageval.benchmark.provenance import SOURCES
 from rageval.benchmark.versions import log_change, new_version, write_cases
 from rageval.cli import app
+from rageval.errors import BenchmarkError
 
 LOG = {
     "source": "search-log",
@@ -134,3 +135,15 @@ def test_the_format_docs_name_every_source():
     text = (DEMO.parents[1] / "docs" / "governance.md").read_text()
     section = text[text.index("## Query provenance") : text.index("## Diagnostics")]
     assert all(f"`{source}`" in section for source in SOURCES)
+
+
+def test_a_run_refuses_a_benchmark_with_a_case_past_retention(tmp_path):
+    from rageval.config.load import load_config
+    from rageval.experiment.run import run_experiment
+
+    root = write_tiny(tmp_path / "b", cases=with_provenance(dict(LOG, retention="2020-01-01")))
+    config = load_config(DEMO.parents[1] / "params" / "bm25.yaml", benchmark=root, split="dev")
+    with pytest.raises(BenchmarkError) as caught:
+        run_experiment(config, cache=False)
+    (problem,) = caught.value.problems
+    assert (problem.file, problem.line, problem.field) == ("cases.jsonl", 1, "provenance.retention")
