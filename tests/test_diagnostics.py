@@ -97,6 +97,20 @@ def test_coverage_lists_missing_and_tiny_slices_with_the_threshold(tmp_path):
     assert report.sources == {"heading-generated": 1, "none": 4}
 
 
+def test_a_retention_date_within_30_days_is_announced_and_slices_carry_their_mean_overlap(tmp_path):
+    import datetime as dt
+
+    cases = [dict(CASES[0], provenance={"source": "support", "authorization": "T-1", "retention": "2027-01-31"})]
+    benchmark = load_benchmark(write_tiny(tmp_path / "b", documents=DOCUMENTS, cases=cases + CASES[1:]))
+    notice = "case 'heading' may be used until 2027-01-31 (30 days left): retire it in a new version by then"
+    assert any(w.startswith(notice) for w in diagnose(benchmark, today=dt.date(2027, 1, 1)).warnings)
+    assert not any("may be used until" in w for w in diagnose(benchmark, today=dt.date(2026, 12, 31)).warnings)
+    report = diagnose(benchmark, today=dt.date(2026, 12, 31))
+    assert "case 'heading' comes from support but records no redaction, access" in report.warnings
+    # One answerable case per label here: each mean is that case's overlap (1/3 of {rotat, api, key}; both of {growth, seat}).
+    assert report.overlap == {"frequent": 1 / 3, "negation": 0.2, "paraphrase": 0.0, "short": 1.0}
+
+
 def test_the_demo_covers_every_guide_slice_and_flags_its_title_like_questions():
     report = diagnose(load_benchmark(DEMO))
     rows = {row.label: row for row in report.coverage}
@@ -118,8 +132,9 @@ def test_validate_prints_the_diagnostics_and_writes_them_as_json(tmp_path):
     out = tmp_path / "report.json"
     result = CliRunner().invoke(app, ["benchmark", "validate", str(root), "--json", str(out), "--cases"])
     assert result.exit_code == 0, result.output  # warnings, not errors
-    assert "slice coverage (the guide's slices; tiny: fewer than 5 cases in a split):" in result.output
-    assert "  permissions            permissions     dev   0  release   0  missing" in result.output
+    assert "slice coverage (the guide's slices; tiny: fewer than 5 cases in a split; overlap:" in result.output
+    assert "\n  permissions            permissions     dev   0  release   0  missing\n" in result.output
+    assert "\n  paraphrase             paraphrase      dev   1  release   0  tiny     overlap 0%\n" in result.output
     assert "warning: case 'heading' looks heading-generated: restates the heading 'Rotate an API key'" in result.output
     assert "  heading       33%  67% 100%  HEADING-LIKE" in result.output
     payload = json.loads(out.read_text())

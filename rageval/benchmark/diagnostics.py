@@ -13,6 +13,7 @@ the share of the query's distinct terms found in the other text.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -53,6 +54,8 @@ HEADING_COVERAGE = 0.6
 PARAPHRASE_BELOW = 0.5
 # The derived 'short' label: at most this many word tokens.
 SHORT_WORDS = 4
+# A retention date this close (days) is announced before it becomes an error.
+RETENTION_NOTICE_DAYS = 30
 # Document metadata summarised per case (over its evidence documents), where documents carry it.
 DOCUMENT_FACETS: tuple[str, ...] = ("docType", "language", "updateFrequency")
 # Question and auxiliary words: part of a query's form, not of what it asks about.
@@ -174,6 +177,7 @@ class Diagnostics:
     facets: dict[str, dict[str, dict[str, int]]]  # facet -> value -> split -> cases
     intents: dict[str, dict[str, int]]  # question form -> split -> cases
     sources: dict[str, int]  # provenance source (or 'none') -> cases
+    overlap: dict[str, float]  # hand-written label -> mean evidence overlap of its answerable cases
     warnings: list[str]
 
     def to_json(self) -> dict[str, Any]:
@@ -187,6 +191,7 @@ THRESHOLDS: dict[str, Any] = {
     "heading_coverage": HEADING_COVERAGE,
     "paraphrase_below": PARAPHRASE_BELOW,
     "short_words": SHORT_WORDS,
+    "retention_notice_days": RETENTION_NOTICE_DAYS,
 }
 # What each derived label is derived from (its rule, shown beside the comparison).
 RULES: dict[str, str] = {
@@ -203,8 +208,9 @@ RULES: dict[str, str] = {
 _NEEDS_COUNTS = ("frequent", "long-tail")
 
 
-def diagnose(benchmark: Benchmark, tokenizer: str = "words") -> Diagnostics:
-    """The diagnostics of a loaded benchmark (pure: reads nothing else)."""
+def diagnose(benchmark: Benchmark, tokenizer: str = "words", today: dt.date | None = None) -> Diagnostics:
+    """The diagnostics of a loaded benchmark (pure: reads nothing else); ``today`` (default: the
+    current date) dates the retention notices."""
     documents = benchmark.documents
     cases = [
         _case(case, documents, tokenizer, (p.source if (p := benchmark.provenance_of(case)) else None))
@@ -235,6 +241,11 @@ def diagnose(benchmark: Benchmark, tokenizer: str = "words") -> Diagnostics:
         for label, rule in RULES.items()
     ]
     sources = Counter(d.source or "none" for d in cases)
+    overlaps: dict[str, list[float]] = defaultdict(list)
+    for diag in cases:
+        for label in diag.labels:
+            if diag.evidence is not None:
+                overlaps[label].append(diag.evidence)
     return Diagnostics(
         benchmark=f"{benchmark.spec.name} {benchmark.spec.version}",
         splits=splits,
@@ -246,7 +257,8 @@ def diagnose(benchmark: Benchmark, tokenizer: str = "words") -> Diagnostics:
         facets={f: {v: dict(c) for v, c in sorted(values.items())} for f, values in facets.items()},
         intents={intent: intents[intent] for intent in sorted(intents)},
         sources=dict(sorted(sources.items())),
-        warnings=_warnings(benchmark, cases, coverage),
+        overlap={label: sum(values) / len(values) for label, values in sorted(overlaps.items())},
+        warnings=_warnings(benchmark, cases, coverage, today or dt.date.today()),
     )
 
 
@@ -356,7 +368,9 @@ def _coverage(guide: str, label: str, counts: dict[str, int] | None, splits: lis
     return CoverageRow(guide=guide, label=label, counts=counts, status=status)
 
 
-def _warnings(benchmark: Benchmark, cases: list[CaseDiagnostics], coverage: list[CoverageRow]) -> list[str]:
+def _warnings(
+    benchmark: Benchmark, cases: list[CaseDiagnostics], coverage: list[CoverageRow], today: dt.date
+) -> list[str]:
     out = []
     for row in coverage:
         if row.status == "missing":
@@ -369,6 +383,12 @@ def _warnings(benchmark: Benchmark, cases: list[CaseDiagnostics], coverage: list
             out.append(f"case '{diag.queryId}' looks heading-generated: {'; '.join(diag.reasons)}")
     for case in benchmark.cases:
         provenance = benchmark.provenance_of(case)
+        retention = provenance.retention if provenance is not None else None
+        if retention is not None and (retention - today).days <= RETENTION_NOTICE_DAYS:
+            out.append(
+                f"case '{case.queryId}' may be used until {retention} ({(retention - today).days} days left): "
+                "retire it in a new version by then, or record a renewed date"
+            )
         if provenance is not None and provenance.source in USER_RECORD_SOURCES:
             absent = [name for name in ("redaction", "retention", "access") if getattr(provenance, name) is None]
             if absent:
@@ -394,9 +414,13 @@ def format_report(diagnostics: Diagnostics, *, per_case: bool = False) -> Iterab
     """The diagnostics as terminal lines."""
     d = diagnostics
     answerable = [c for c in d.cases if c.evidence is not None]
-    yield f"slice coverage (the guide's slices; tiny: fewer than {MIN_SLICE_CASES} cases in a split):"
+    yield (
+        f"slice coverage (the guide's slices; tiny: fewer than {MIN_SLICE_CASES} cases in a split; overlap: "
+        "the mean share of the query's terms in its evidence):"
+    )
     for row in d.coverage:
-        yield f"  {row.guide:<22} {row.label:<15} {_counts(row.counts)}  {row.status}"
+        overlap = f"  overlap {d.overlap[row.label]:.0%}" if row.label in d.overlap else ""
+        yield f"  {row.guide:<22} {row.label:<15} {_counts(row.counts)}  {row.status:<7}{overlap}".rstrip()
     others = [label for label in d.slices if all(label not in ls for ls in GUIDE_SLICES.values())]
     for label in others:
         yield f"  {'(other label)':<22} {label:<15} {_counts(d.slices[label])}"
