@@ -183,13 +183,14 @@ def execute_run(
     configuration family release evaluations are counted in (default: the config's name). When
     ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
     ``reporter`` receives the steps as they go, the notebook kernel's among them; ``warn``, the
-    warning of a run from a checkout with uncommitted changes (naming the files), before the run exists.
+    warnings before the run exists: the configuration's (a measure cut off past ``final_k``) and that of a
+    checkout with uncommitted changes (naming the files).
     """
     reporter = reporter or SILENT
     started = time.perf_counter()
     reporter.step("checks")
     config_file = Path(config_file)
-    config = load_config(config_file, overrides, benchmark=benchmark, split=split)
+    config = load_config(config_file, overrides, benchmark=benchmark, split=split, warn=warn)
     notebook = Path(notebook) if notebook else default_notebook()
     extra = dict(notebook_parameters or {})
     declared = check_parameters(notebook, extra, required=RUN_PARAMETERS)
