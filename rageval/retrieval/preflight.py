@@ -1,5 +1,6 @@
 """What can be known about a stage before anything runs: its plugin imports, its model is installed,
-its search backend and run file exist. :func:`rageval.config.load.load_config` calls these, so a run
+its search backend and run file exist, the environment variables its service headers come from are
+set (an http stage's URL is checked by its config model). :func:`rageval.config.load.load_config` calls these, so a run
 configuration that cannot work fails with its file, line and field before a run exists."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from rageval.errors import CONFIG, ConfigError, Problem
 from rageval.retrieval.encoders import DENSE_EXTRA_FIX, resolve_model
+from rageval.retrieval.http import header_problems
 from rageval.retrieval.plugin import load_entrypoint
 from rageval.retrieval.schema import DenseConfig, PluginConfig, RerankConfig, RunFileConfig, StageConfig
 
@@ -67,6 +69,7 @@ CHECKS: dict[str, Callable[..., list[Problem]]] = {
     "rerank": _encoder,
     "runfile": _runfile,
     "plugin": _plugin,
+    "http": header_problems,
 }
 
 
