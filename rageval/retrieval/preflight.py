@@ -6,14 +6,14 @@ configuration that cannot work fails with its file, line and field before a run 
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from rageval.errors import CONFIG, ConfigError, Problem
 from rageval.retrieval.encoders import DENSE_EXTRA_FIX, resolve_model
-from rageval.retrieval.http import header_problems
 from rageval.retrieval.plugin import load_entrypoint
-from rageval.retrieval.schema import DenseConfig, PluginConfig, RerankConfig, RunFileConfig, StageConfig
+from rageval.retrieval.schema import DenseConfig, HttpConfig, PluginConfig, RerankConfig, RunFileConfig, StageConfig
 
 
 def _problems(check: Callable[[], object]) -> list[Problem]:
@@ -58,6 +58,23 @@ def _runfile(config: RunFileConfig) -> list[Problem]:
             fix="check the path (relative to the params file)",
         )
     ]
+
+
+def header_problems(config: HttpConfig) -> list[Problem]:
+    """The header variables that are not set (or empty) in this environment, or hold what no header
+    may (a line break, a control character). Names only: a value never enters a problem."""
+    problems = []
+    for header, variable in config.headers_from_env.items():
+        value = os.environ.get(variable)
+        if value and value.isprintable():
+            continue
+        message = f"environment variable {variable} is not set (or empty)"
+        fix = f"export {variable}=… before the run, or remove the header"
+        if value:
+            message = f"environment variable {variable} holds a line break or control character"
+            fix = f"set {variable} to the header's value alone"
+        problems.append(Problem(file=CONFIG, field=f"headers_from_env.{header}", message=message, fix=fix))
+    return problems
 
 
 def _plugin(config: PluginConfig) -> list[Problem]:
