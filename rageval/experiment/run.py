@@ -63,6 +63,7 @@ class ExperimentResult:
     cache_hits: dict[str, bool] = field(default_factory=dict)
     models: dict[str, dict[str, str]] = field(default_factory=dict)  # stage → model identity
     external_calls: dict[str, int] = field(default_factory=dict)
+    call_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # stage → attempts, retries, failures
     abstention: Abstention | None = None  # the unanswerable contract, when evaluation.abstain_below is set
     qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # the judgments measured against, at ``level``
 
@@ -114,6 +115,9 @@ class ExperimentResult:
             out["permission_leaks"] = int(self.diagnostics["permission_leaks"].sum())
             out["permission_leaks_context"] = int(self.diagnostics["permission_leaks_context"].sum())
             out["queries_with_leaks"] = int((self.diagnostics["permission_leaks"] > 0).sum())
+        if self.call_counts:  # stages that call a service: attempts, retries and failed queries
+            for count in ("attempts", "retries", "failures"):
+                out[f"external_calls/{count}"] = sum(c.get(count, 0) for c in self.call_counts.values())
         return out
 
 
@@ -256,6 +260,7 @@ def _run(
         cache_hits=pipeline.cache_hits(),
         models={s.name: identity for s in pipeline.stages if (identity := getattr(s, "model_identity", None))},
         external_calls=pipeline.external_calls(),
+        call_counts=pipeline.call_counts(),
         abstention=abstained,
         qrels={q: dict(items) for q, items in qrels.items()},
     )

@@ -4,13 +4,21 @@ Stages run in the configured order; each consumes the outputs of the stages its 
 (``inputs``). A stage that raises fails that query only. Every stage's ranking is kept, so each can
 be measured on its own (see :mod:`rageval.experiment.stages`), with its latency per query and the latency of
 its steps (``dense:embed``, ``dense:search`` …).
+
+A retriever that waits on a service may fetch ahead: if it has ``prefetch(queries)`` and a
+``prefetch_window`` (queries), the pipeline hands it each window of queries before running them one
+by one, so its calls overlap (the ``http`` stage). Such a stage measures each query's latency itself
+and sets ``query_seconds`` after each call; the pipeline records that instead of the time the
+call took. ``call_counts`` (``{"attempts", "retries", "failures"}``) are its external calls. A stage
+with ``close()`` is closed after each run (its connections; the next run opens them again).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +30,7 @@ from rageval.retrieval.dedup import DedupStage
 from rageval.retrieval.dense import DenseStage
 from rageval.retrieval.filters import FilterStage
 from rageval.retrieval.fusion import FusionStage
+from rageval.retrieval.http import HttpStage
 from rageval.retrieval.lexical import BM25Stage
 from rageval.retrieval.plugin import build_plugin, is_retriever
 from rageval.retrieval.preflight import locate
@@ -38,6 +47,7 @@ STAGES: dict[str, Callable[..., Stage]] = {
     "filter": FilterStage,
     "dedup": DedupStage,
     "runfile": RunFileStage,
+    "http": HttpStage,
     "plugin": build_plugin,
 }
 
@@ -110,32 +120,64 @@ class Pipeline:
     def external_calls(self) -> dict[str, int]:
         return {s.name: int(getattr(s, "external_calls", 0)) for s in self.stages}
 
+    def call_counts(self) -> dict[str, dict[str, int]]:
+        """Per stage that calls a service: its attempts, retries and failed queries."""
+        return {s.name: dict(counts) for s in self.stages if (counts := getattr(s, "call_counts", None)) is not None}
+
     def run(self, queries: Iterable[Query]) -> PipelineOutput:
         encoders.forget_queries()  # every run pays for its own query embeddings, as it would in production
         out = PipelineOutput(stages={name: {} for name in self.names})
-        for query in queries:
-            if self.prefilters:
-                allowed = self.prefilters[0].allowed(query)
-                for extra in self.prefilters[1:]:
-                    allowed = np.intersect1d(allowed, extra.allowed(query))
-                query = dataclasses.replace(query, allowed=allowed)
-            outputs: dict[str, list[Hit]] = {}
-            failed = False
-            for stage, inputs in zip(self.stages, self.inputs, strict=True):
-                started = time.perf_counter()
-                try:
-                    hits = stage(query, [outputs[name] for name in inputs])
-                except Exception as exc:  # noqa: BLE001 - recorded per query, never swallowed
-                    out.failures.append((query.query_id, stage.name, type(exc).__name__, str(exc)))
-                    failed = True
-                    break
-                finally:
-                    out.latencies.append((query.query_id, stage.name, time.perf_counter() - started))
-                for step, seconds in (getattr(stage, "steps", None) or {}).items():
-                    out.latencies.append((query.query_id, f"{stage.name}:{step}", seconds))
-                outputs[stage.name] = hits
-                out.stages[stage.name][query.query_id] = hits
-            if not failed:
-                out.hits[query.query_id] = outputs[self.stages[-1].name]
-                out.final_stage[query.query_id] = self.stages[-1].name
+        # Retrievers that fetch ahead (their inputs are none, so a window can be asked at once).
+        ahead = [
+            s for s, i in zip(self.stages, self.inputs, strict=True) if not i and callable(getattr(s, "prefetch", None))
+        ]
+        window = max((int(getattr(s, "prefetch_window", 1)) for s in ahead), default=1)
+        try:
+            for batch in _windows(queries, window):
+                batch = [self._restricted(query) for query in batch]
+                for stage in ahead:
+                    stage.prefetch(batch)  # type: ignore[attr-defined]
+                for query in batch:
+                    self._run_one(query, out)
+        finally:
+            for stage in self.stages:
+                if callable(close := getattr(stage, "close", None)):
+                    close()
         return out
+
+    def _restricted(self, query: Query) -> Query:
+        """``query`` with the chunks the ``when: before`` filters allow."""
+        if not self.prefilters:
+            return query
+        allowed = self.prefilters[0].allowed(query)
+        for extra in self.prefilters[1:]:
+            allowed = np.intersect1d(allowed, extra.allowed(query))
+        return dataclasses.replace(query, allowed=allowed)
+
+    def _run_one(self, query: Query, out: PipelineOutput) -> None:
+        outputs: dict[str, list[Hit]] = {}
+        for stage, inputs in zip(self.stages, self.inputs, strict=True):
+            started = time.perf_counter()
+            try:
+                hits = stage(query, [outputs[name] for name in inputs])
+            except Exception as exc:  # noqa: BLE001 - recorded per query, never swallowed
+                out.failures.append((query.query_id, stage.name, type(exc).__name__, str(exc)))
+                return
+            finally:
+                own = getattr(stage, "query_seconds", None)  # a prefetching stage measures its own calls
+                out.latencies.append(
+                    (query.query_id, stage.name, time.perf_counter() - started if own is None else own)
+                )
+            for step, seconds in (getattr(stage, "steps", None) or {}).items():
+                out.latencies.append((query.query_id, f"{stage.name}:{step}", seconds))
+            outputs[stage.name] = hits
+            out.stages[stage.name][query.query_id] = hits
+        out.hits[query.query_id] = outputs[self.stages[-1].name]
+        out.final_stage[query.query_id] = self.stages[-1].name
+
+
+def _windows(queries: Iterable[Query], size: int) -> Iterator[list[Query]]:
+    """``queries`` in lists of ``size``, pulled from the iterable only as each list is needed."""
+    iterator = iter(queries)
+    while batch := list(itertools.islice(iterator, max(size, 1))):
+        yield batch

@@ -1,17 +1,19 @@
 """What can be known about a stage before anything runs: its plugin imports, its model is installed,
-its search backend and run file exist. :func:`rageval.config.load.load_config` calls these, so a run
+its search backend and run file exist, the environment variables its service headers come from are
+set (an http stage's URL is checked by its config model). :func:`rageval.config.load.load_config` calls these, so a run
 configuration that cannot work fails with its file, line and field before a run exists."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from rageval.errors import CONFIG, ConfigError, Problem
 from rageval.retrieval.encoders import DENSE_EXTRA_FIX, resolve_model
 from rageval.retrieval.plugin import load_entrypoint
-from rageval.retrieval.schema import DenseConfig, PluginConfig, RerankConfig, RunFileConfig, StageConfig
+from rageval.retrieval.schema import DenseConfig, HttpConfig, PluginConfig, RerankConfig, RunFileConfig, StageConfig
 
 
 def _problems(check: Callable[[], object]) -> list[Problem]:
@@ -58,6 +60,23 @@ def _runfile(config: RunFileConfig) -> list[Problem]:
     ]
 
 
+def header_problems(config: HttpConfig) -> list[Problem]:
+    """The header variables that are not set (or empty) in this environment, or hold what no header
+    may (a line break, a control character). Names only: a value never enters a problem."""
+    problems = []
+    for header, variable in config.headers_from_env.items():
+        value = os.environ.get(variable)
+        if value and value.isprintable():
+            continue
+        message = f"environment variable {variable} is not set (or empty)"
+        fix = f"export {variable}=… before the run, or remove the header"
+        if value:
+            message = f"environment variable {variable} holds a line break or control character"
+            fix = f"set {variable} to the header's value alone"
+        problems.append(Problem(file=CONFIG, field=f"headers_from_env.{header}", message=message, fix=fix))
+    return problems
+
+
 def _plugin(config: PluginConfig) -> list[Problem]:
     return _problems(lambda: load_entrypoint(config.entrypoint))
 
@@ -67,6 +86,7 @@ CHECKS: dict[str, Callable[..., list[Problem]]] = {
     "rerank": _encoder,
     "runfile": _runfile,
     "plugin": _plugin,
+    "http": header_problems,
 }
 
 

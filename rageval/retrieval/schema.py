@@ -173,6 +173,51 @@ class RunFileConfig(StageBase):
     candidates: StrictInt = Field(default=1000, gt=0)
 
 
+# Header names as HTTP defines them (RFC 9110 tokens); environment variable names as POSIX shells do.
+_HEADER = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+_ENV_VAR = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class HttpConfig(StageBase):
+    """A retriever behind a service: one JSON POST per query to ``url`` (the request and reply
+    schemas are :class:`rageval.retrieval.http.SearchRequest` and ``SearchReply``). Header values
+    come from the environment at run time and are never recorded: only the variables' names are."""
+
+    retriever: ClassVar[bool] = True
+
+    type: Literal["http"]
+    name: StrictStr = "http"
+    url: StrictStr = Field(description="http(s) endpoint that answers a search request")
+    headers_from_env: dict[
+        Annotated[StrictStr, Field(pattern=_HEADER)], Annotated[StrictStr, Field(pattern=_ENV_VAR)]
+    ] = Field(default_factory=dict, description="header name -> the environment variable holding its value")
+    timeout_s: float = Field(default=10.0, gt=0, description="per attempt: connect, send and each read")
+    max_concurrency: StrictInt = Field(default=8, ge=1, le=256, description="requests in flight at once")
+    retries: StrictInt = Field(default=2, ge=0, le=10, description="extra attempts on retryable errors only")
+    backoff_s: float = Field(default=0.2, ge=0, description="wait before the first retry; doubles each retry")
+    max_backoff_s: float = Field(default=5.0, ge=0, description="the longest wait between attempts")
+    filters: dict[StrictStr, Scalar | list[Scalar]] = Field(
+        default_factory=dict, description="sent with every request for the service to apply"
+    )
+    candidates: StrictInt = Field(default=100, gt=0, description="k, the hits asked for and kept")
+
+    @field_validator("url")
+    @classmethod
+    def _well_formed(cls, value: str) -> str:
+        import httpx
+
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"not a URL ({exc})") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError("expected an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/search")
+        if url.userinfo:
+            # The URL is recorded with the run: a password in it would be too.
+            raise ValueError("the URL carries credentials; pass them as a header with headers_from_env")
+        return value
+
+
 class PluginConfig(StageBase):
     """A stage of your own: ``entrypoint`` is ``module:Class``; ``options`` go to its constructor."""
 
@@ -183,7 +228,15 @@ class PluginConfig(StageBase):
 
 
 StageConfig = Annotated[
-    BM25Config | DenseConfig | FusionConfig | RerankConfig | FilterConfig | DedupConfig | RunFileConfig | PluginConfig,
+    BM25Config
+    | DenseConfig
+    | FusionConfig
+    | RerankConfig
+    | FilterConfig
+    | DedupConfig
+    | RunFileConfig
+    | HttpConfig
+    | PluginConfig,
     Field(discriminator="type"),
 ]
 # The stage types, read off the union (one source): ``type`` → config model. The pipeline's registry
