@@ -14,6 +14,7 @@
     ├── ComparisonError            runs cannot be compared or gated (unsealed, not comparable, wrong split)
     ├── SweepError                 a sweep ended with failed or interrupted members
     ├── ReproductionError          a run cannot be re-executed from its record
+    ├── ServiceError               a retrieval service failed a query (recorded per query, not raised to the user)
     └── TrackingError              the tracking store refused or a run is not what was expected
         ├── RunSealedError         something tried to log into a sealed (immutable) run
         └── VerificationError      a sealed run's contents differ from its manifest
@@ -148,6 +149,15 @@ class SweepError(RagevalError):
         self.failed = list(failed)
         self.interrupted = interrupted
         super().__init__(message)
+
+
+class ServiceError(RagevalError):
+    """A service failed one query (after the retries it was allowed). ``reason`` is one of
+    ``timeout``, ``connect``, ``transport``, ``status``, ``malformed``, ``unknown-ids``, ``error``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class ReproductionError(RagevalError):

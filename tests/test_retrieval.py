@@ -103,4 +103,4 @@ def test_stage_registry_and_config_union_name_the_same_types():
     from rageval.retrieval.schema import RETRIEVER_TYPES, STAGE_TYPES
 
     assert list(STAGES) == list(STAGE_TYPES)
-    assert RETRIEVER_TYPES == {"bm25", "dense", "runfile"}
+    assert RETRIEVER_TYPES == {"bm25", "dense", "runfile", "http"}

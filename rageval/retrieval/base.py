@@ -8,8 +8,12 @@ A stage is built from its config model and the :class:`Corpus`, and has one meth
 for a retriever, the previous stage's ranking for a reranker, filter or dedup step, several for a
 fusion. A stage returns hits best first with no chunk repeated. Optional attributes a stage may set,
 recorded by the pipeline: ``cache_hit`` (bool, after construction), ``external_calls`` (int, calls
-to services outside the process so far) and ``steps`` (``{step: seconds}`` of its last call, e.g.
-``{"embed": …, "search": …}``).
+to services outside the process so far), ``call_counts`` (``{"attempts", "retries", "failures"}``
+of those calls), ``steps`` (``{step: seconds}`` of its last call, e.g. ``{"embed": …, "search": …}``)
+and ``query_seconds`` (its own measure of its last call, recorded instead of the call's duration).
+A retriever that waits on a service may also have ``prefetch(queries)`` and ``prefetch_window``
+(the pipeline hands it each window of queries first, so its calls overlap) and ``close()`` (called
+after each run). See :mod:`rageval.retrieval.pipeline` and the ``http`` stage.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from rageval.errors import ConfigError, RagevalError
+from rageval.errors import ConfigError, ServiceError
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.preflight import header_problems
 from rageval.retrieval.schema import HttpConfig, Scalar
@@ -42,15 +42,6 @@ RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
 SHOWN_IDS = 5  # unknown IDs named in a failure (the rest are counted)
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-
-
-class ServiceError(RagevalError):
-    """A service failed one query (after the retries it was allowed). ``reason`` is one of
-    ``timeout``, ``connect``, ``transport``, ``status``, ``malformed``, ``unknown-ids``, ``error``."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 class SearchRequest(BaseModel):

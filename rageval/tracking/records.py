@@ -145,6 +145,8 @@ def breakdown_tables(result: ExperimentResult) -> dict[str, pd.DataFrame]:
                 "stage": stage_names,
                 "cache": ["hit" if result.cache_hits.get(s) else "miss" for s in stage_names],
                 "external_calls": [int(result.external_calls.get(s, 0)) for s in stage_names],
+                "retries": [int(result.call_counts.get(s, {}).get("retries", 0)) for s in stage_names],
+                "failures": [int(result.call_counts.get(s, {}).get("failures", 0)) for s in stage_names],
             }
         )
     tables["timings"] = pd.DataFrame(

@@ -43,7 +43,7 @@ from rageval.tracking.store import Tracker
 NEURAL_TYPES = {"dense", "rerank"}
 SCORE_TOLERANCE = 1e-4
 # Metrics that describe how a run went, not what it found: they may differ on a faithful re-run.
-NOT_RESULTS = ("time_s/", "latency/", "cache/", "external_calls/", "release_evaluations")
+NOT_RESULTS = ("time_s/", "latency/", "cache/", "external_calls", "release_evaluations")
 
 
 @dataclass
