@@ -82,6 +82,13 @@ def test_a_loss_within_the_margin_passes():
     assert decision.passed
 
 
+def test_a_gain_is_no_loss():
+    _, found = rules(policy({"max_loss": 0.02}), frame([0.5, 0.6]), frame([0.6, 0.6]))
+    rule = found[f"measure {M} max_loss"]
+    assert rule.verdict == "pass" and rule.reason.endswith("n=2): no loss (max_loss 0.02)")
+    assert rule.value == pytest.approx(-0.05)
+
+
 def test_a_loss_equal_to_the_margin_passes_despite_rounding():
     # 0.6 - 0.55 is 0.04999999999999993 in floating point, 0.7 - 0.65 is 0.05000000000000004
     decision, found = rules(policy({"max_loss": 0.05}), frame([0.6, 0.7]), frame([0.55, 0.65]))

@@ -25,6 +25,8 @@ _EPS = 1e-12  # a loss equal to the margin passes despite float rounding
 
 
 def _max_loss(said: str, loss: float, low: float, limit: float, tested: str) -> tuple[bool, str]:
+    if loss <= _EPS:
+        return True, f"{said}: no loss (max_loss {limit:g})"
     if loss <= limit + _EPS:
         return True, f"{said}: loss {loss:+.4f} within the max_loss {limit:g}"
     return False, f"{said}: loss {loss:+.4f} beyond the max_loss {limit:g}, which fails it significant or not{tested}"
