@@ -33,7 +33,7 @@ def _max_loss(said: str, loss: float, low: float, limit: float, tested: str) -> 
 
 
 def _ci_lower_above(said: str, loss: float, low: float, limit: float, tested: str) -> tuple[bool, str]:
-    margin = f"non-inferiority within the margin {-limit:g}"
+    margin = f"non-inferiority within the margin {abs(limit):g}"
     if low > limit:
         return True, f"{said}: the interval's lower bound {low:+.4f} lies above {limit:g}: {margin} shown"
     return False, f"{said}: the interval's lower bound {low:+.4f} is not above {limit:g}: {margin} not shown"
