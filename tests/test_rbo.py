@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rageval.analysis.rbo import jaccard_at, overlaps, rbo, top1_changed
+from rageval.analysis.rbo import jaccard_at, overlaps, rank_biased_overlap, top1_changed
 from rageval.errors import EvaluationError
 
 
@@ -55,7 +55,7 @@ def test_even_lists_by_hand():
     # min (eq. 11): (1-p)/p * (sum (X_d - X_3) p^d/d + X_3 ln(1/(1-p))) = -0.5 - 0.125 + 2 ln 2
     # max: the seen part (1-p) * sum p^(d-1) A_d = 0.5 * (1 + 0.25 + 1/6) = 17/24, and from depth
     #   f = 3 + 3 - 2 = 4 on both lists can agree fully: + p^3 = 1/8, so max = 20/24 = 5/6
-    found = rbo(list("abc"), list("acd"), p=0.5)
+    found = rank_biased_overlap(list("abc"), list("acd"), p=0.5)
     assert found.ext == pytest.approx(19 / 24, abs=1e-15)
     assert found.min == pytest.approx(2 * math.log(2) - 0.625, abs=1e-15)
     assert found.max == pytest.approx(5 / 6, abs=1e-15)
@@ -72,24 +72,26 @@ def test_uneven_lists_by_hand():
     # min (eq. 11 to depth l): (0-2)*0.5 + (1-2)*0.125 + 0 + 0 + 2 ln 2 = 2 ln 2 - 9/8
     # max: A_1 = 0, A_2 = 1/2; at d = 3, 4 S's unseen items can be L's c and d: (X_d + d - s)/d = 1;
     #   f = 4 + 2 - 2 = 4, so all agree after: 0.5 * (0 + 0.5*0.5) + p^2 = 1/8 + 1/4 = 3/8
-    found = rbo(list("ab"), list("bcad"), p=0.5)
+    found = rank_biased_overlap(list("ab"), list("bcad"), p=0.5)
     assert found.ext == pytest.approx(31 / 96, abs=1e-15)
     assert found.min == pytest.approx(2 * math.log(2) - 9 / 8, abs=1e-15)
     assert found.max == pytest.approx(3 / 8, abs=1e-15)
     assert (found.short, found.long) == (2, 4)
-    assert rbo(list("bcad"), list("ab"), p=0.5) == found  # symmetric: the shorter list is found either way
+    assert (
+        rank_biased_overlap(list("bcad"), list("ab"), p=0.5) == found
+    )  # symmetric: the shorter list is found either way
     assert overlaps(list("ab"), list("bcad")).tolist() == [0, 1, 2, 2]
 
 
 def test_identical_and_disjoint():
-    same = rbo(list("abcdefg"), list("abcdefg"), p=0.9)
+    same = rank_biased_overlap(list("abcdefg"), list("abcdefg"), p=0.9)
     assert same.ext == pytest.approx(1.0, abs=1e-12) and same.max == pytest.approx(1.0, abs=1e-12)
     # identical lists of 7 at p = 0.9: min is the seen part, (1-p) * sum_{d<=7} p^(d-1) = 1 - p^7, and
     # X_7 = 7 for ever after: (1-p)/p * 7 * sum_{d>7} p^d/d = (1/9) * 7 * (ln 10 - sum_{d<=7} 0.9^d/d); 0.767
     tail = 7 / 9 * (math.log(10) - sum(0.9**d / d for d in range(1, 8)))
     assert same.min == pytest.approx(1 - 0.9**7 + tail, abs=1e-14) and round(same.min, 3) == 0.767
     assert isinstance(same.min, float) and isinstance(same.ext, float)
-    apart = rbo(list("abc"), list("xyzw"), p=0.8)
+    apart = rank_biased_overlap(list("abc"), list("xyzw"), p=0.8)
     assert apart.min == 0 and apart.ext == 0 and 0 < apart.res <= 1
 
 
@@ -113,7 +115,7 @@ def test_jaccard_and_top1_by_hand():
 )
 def test_min_and_max_are_the_worst_and_best_completions_and_ext_lies_between(a, b, p):
     first, second = [f"d{i}" for i in a], [f"d{i}" for i in b]
-    found = rbo(first, second, p)
+    found = rank_biased_overlap(first, second, p)
     # p <= 0.9 to depth 400: what is left of the infinite sum is below 0.9^400 < 1e-18
     assert truncated(*worst(first, second, 400), p) == pytest.approx(found.min, abs=1e-12)
     assert truncated(*best(first, second, 400), p) == pytest.approx(found.max, abs=1e-12)
@@ -139,14 +141,14 @@ def test_min_and_max_are_the_worst_and_best_completions_and_ext_lies_between(a, 
     ],
 )
 def test_ext_agrees_with_the_rbo_package(first, second, p, expected):
-    assert rbo(first, second, p).ext == pytest.approx(expected, abs=1e-14)
+    assert rank_biased_overlap(first, second, p).ext == pytest.approx(expected, abs=1e-14)
 
 
 def test_a_longer_prefix_narrows_the_bounds():
     rng = random.Random(3)
     items = [f"d{i}" for i in range(40)]
     first, second = rng.sample(items, 30), rng.sample(items, 30)
-    widths = [rbo(first[:k], second[:k], 0.9).res for k in (5, 10, 20, 30)]
+    widths = [rank_biased_overlap(first[:k], second[:k], 0.9).res for k in (5, 10, 20, 30)]
     assert widths == sorted(widths, reverse=True) and widths[-1] < 0.05
 
 
@@ -155,14 +157,14 @@ def test_a_longer_prefix_narrows_the_bounds():
 
 def test_duplicates_and_empty_rankings_are_refused():
     with pytest.raises(EvaluationError, match="the second ranking holds 'b' at ranks 1 and 3"):
-        rbo(list("abc"), ["b", "c", "b"])
+        rank_biased_overlap(list("abc"), ["b", "c", "b"])
     with pytest.raises(EvaluationError, match="the first ranking is empty"):
-        rbo([], list("abc"))
+        rank_biased_overlap([], list("abc"))
     with pytest.raises(EvaluationError, match="holds 'a' at ranks 1 and 2"):
         jaccard_at(["a", "a"], ["a"], 1)
     with pytest.raises(EvaluationError, match="empty"):
         top1_changed(["a"], [])
     with pytest.raises(ValueError, match=r"persistence p must lie in \(0, 1\)"):
-        rbo(list("ab"), list("ab"), p=1.0)
+        rank_biased_overlap(list("ab"), list("ab"), p=1.0)
     with pytest.raises(ValueError, match="k must be at least 1"):
         jaccard_at(list("ab"), list("ab"), 0)

@@ -15,6 +15,9 @@ Lists of different lengths (s ≤ l) are handled as the paper does: beyond depth
 unseen items are unknown, and the overlap X_d counts its s seen items within the longer list's top
 d. Items are compared by ID without ties; an ID twice in one ranking is an error. An empty ranking
 has no overlap to measure: the caller counts empty or failed responses apart.
+
+The function is :func:`rank_biased_overlap`, not ``rbo``: a package export named like this module
+would hide the module (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def overlaps(short: Sequence[str], long: Sequence[str]) -> np.ndarray:
     return np.cumsum(np.bincount(np.asarray(depths, dtype=int), minlength=len(other) + 1)[1:])
 
 
-def rbo(first: Sequence[str], second: Sequence[str], p: float = 0.9) -> RBO:
+def rank_biased_overlap(first: Sequence[str], second: Sequence[str], p: float = 0.9) -> RBO:
     """Rank-biased overlap of two rankings (IDs best first) at persistence ``p`` in (0, 1)."""
     if not 0 < p < 1:
         raise ValueError(f"the persistence p must lie in (0, 1) (got {p})")
