@@ -90,9 +90,10 @@ def test_critical_slices_min_and_max_loss():
     rules = verdicts(run_decide(gate, before, after, slices=slices))
     # rare: 0.40 → 0.30 over 2 queries
     assert rules["slice rare nDCG@10 min"] == ("fail", "0.4000 → 0.3000 over 2 queries: below the minimum 0.6")
+    # deltas +0.1 and -0.3: the bootstrap means of two values are -0.3, -0.1 and +0.1, so the 95% CI is -0.3 to +0.1
     assert rules["slice rare nDCG@10 max_loss"] == (
         "pass",
-        "0.4000 → 0.3000 over 2 queries: loss +0.1000 within the allowed 0.1",
+        "0.4000 → 0.3000 (Δ -0.1000, 95% CI -0.3000 to +0.1000, n=2): loss +0.1000 within the max_loss 0.1",
     )
     empty = verdicts(run_decide(gate, before, after, slices={}))
     assert empty["slice rare nDCG@10"][0] == "fail" and "cannot be checked" in empty["slice rare nDCG@10"][1]
@@ -173,7 +174,7 @@ def test_a_bad_policy_names_file_line_and_key(tmp_path):
     text = str(raised.value)
     assert "2 problems" in text and "bad.yaml:" in text
     assert "latency_budget: unknown key 'latency_budget'" in text and "allowed keys here:" in text
-    assert "critical_slices.negation: give min, max_loss or both" in text
+    assert "critical_slices.negation: give at least one of min, max_loss, ci_lower_above" in text
 
 
 def test_a_policy_naming_what_the_runs_lack_is_refused():
