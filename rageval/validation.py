@@ -101,7 +101,9 @@ def problems_from_validation(
         if kind == "extra_forbidden":
             message = f"unknown key '{loc[-1]}'"
             fix = _FIXES[kind]
-            keys = allowed.get(re.sub(r"\[\d+\]", "", field_path(loc[len(prefix) : -1])))
+            path = re.sub(r"\[\d+\]", "", field_path(loc[len(prefix) : -1]))
+            # A mapping of models (a gate's measures) lists its value model's keys under the mapping's own path.
+            keys = allowed.get(path) or allowed.get(path.rpartition(".")[0])
             if tagged and isinstance(loc[-2], int):  # a stage's own key: list that stage type's keys
                 keys = list(tags[tagged[-1]].model_fields)
             if keys:

@@ -8,7 +8,9 @@ values sealed runs hold (:mod:`rageval.analysis.records`). Reading runs back fro
 - ``diffs``: rankings as their measures saw them, the recall curve, gains and losses explained
 - ``compare``: :class:`ComparisonInputs` → :class:`Comparison`, and its displays
 - ``plots``: matplotlib figures of a comparison and of one run (matplotlib loaded on use)
-- ``gate``: the release policy and the decision it gives
+- ``gate``: the decision a release policy gives; ``gate_policy`` the policy model,
+  ``gate_latency`` the latency rules, ``noninferiority`` the margin rules
+- ``rbo``: rank-biased overlap, Jaccard@k and top-1 change of two rankings (no judgments needed)
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ _EXPORTS = {
     "load_policy": "rageval.analysis.gate",
     "release_warning": "rageval.analysis.gate",
     "require_release": "rageval.analysis.gate",
+    "LOSS_RULES": "rageval.analysis.gate_policy",
+    "NONINFERIORITY_RULES": "rageval.analysis.gate_policy",
+    "RBO": "rageval.analysis.rbo",
+    "jaccard_at": "rageval.analysis.rbo",
+    "rank_biased_overlap": "rageval.analysis.rbo",
+    "top1_changed": "rageval.analysis.rbo",
     "ALL": "rageval.analysis.paired",
     "query_slices": "rageval.analysis.paired",
     "wide_scores": "rageval.analysis.paired",
@@ -84,7 +92,10 @@ __all__ = [
     "Decision",
     "GatePolicy",
     "Judgments",
+    "LOSS_RULES",
     "MeasureRule",
+    "NONINFERIORITY_RULES",
+    "RBO",
     "RELEASE_SPLIT",
     "RuleResult",
     "SliceRule",
@@ -103,6 +114,7 @@ __all__ = [
     "figure_slices",
     "figures",
     "frontier_table",
+    "jaccard_at",
     "labels_for",
     "load_policy",
     "ordered",
@@ -111,6 +123,7 @@ __all__ = [
     "pareto",
     "per_query_deltas",
     "query_slices",
+    "rank_biased_overlap",
     "recall_curve",
     "release_warning",
     "require_release",
@@ -119,6 +132,7 @@ __all__ = [
     "significance_table",
     "slices_display",
     "stage_table",
+    "top1_changed",
     "total_p95_ms",
     "wide_scores",
 ]
@@ -160,6 +174,7 @@ if TYPE_CHECKING:
         release_warning,
         require_release,
     )
+    from rageval.analysis.gate_policy import LOSS_RULES, NONINFERIORITY_RULES
     from rageval.analysis.paired import ALL, query_slices, wide_scores
     from rageval.analysis.plots import (
         figure_frontier,
@@ -170,6 +185,7 @@ if TYPE_CHECKING:
         figures,
         overview,
     )
+    from rageval.analysis.rbo import RBO, jaccard_at, rank_biased_overlap, top1_changed
     from rageval.analysis.tables import (
         frontier_table,
         pareto,
