@@ -184,6 +184,37 @@ def test_the_bm25_index_is_built_once_per_cluster_in_the_drivers_cache(killed_sw
     assert not dask_cluster.worker_cache.exists()  # the workers' own default was never used
 
 
+def test_two_workers_needing_one_cache_entry_at_once_build_it_once(dask_cluster, tmp_path):  # noqa: F811
+    """The cache's file lock across worker processes: both ask at once, one builds, one reads."""
+    from distributed import Client
+
+    root, log = tmp_path / "cache", tmp_path / "builds.log"
+
+    def get(root: str, log: str) -> tuple[bool, int]:  # nested: pickled by value to the workers
+        import os
+        import time
+
+        from rageval.retrieval.cache import Cache
+
+        def build(folder: Path) -> None:
+            with open(log, "a") as out:
+                out.write(f"{os.getpid()}\n")
+            time.sleep(1.5)  # long enough that the other worker asks while this one builds
+            (folder / "index.bin").write_bytes(b"index")
+
+        return Cache(root).get_or_build("bm25", {"corpus": "one"}, build).hit, os.getpid()
+
+    with Client(dask_cluster.address, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+        workers = sorted(client.scheduler_info()["workers"])
+        futures = [client.submit(get, str(root), str(log), workers=[w], pure=False) for w in workers]
+        results = client.gather(futures)
+    assert sorted(hit for hit, _ in results) == [False, True]
+    assert len({pid for _, pid in results}) == 2  # two processes
+    assert len(log.read_text().splitlines()) == 1  # one build
+    assert len([p for p in (root / "bm25").iterdir() if not p.name.startswith(".")]) == 1
+
+
 def test_cluster_local_runs_a_sweep_on_loopback_worker_processes(tmp_path, tracking_uri):
     from rageval.cli import app
 
@@ -220,3 +251,43 @@ def test_workers_with_a_cluster_address_are_refused_before_any_run(tmp_path, tra
         run_cluster_sweep(path, cluster=dask_cluster.address, workers=3, tracker=Tracker(tracking_uri))
     with pytest.raises(ConfigError, match="not a Dask scheduler address"):
         run_cluster_sweep(path, cluster="127.0.0.1:1", tracker=Tracker(tracking_uri))
+
+
+def test_sigterm_to_the_driver_kills_running_members_and_never_starts_the_rest(dask_cluster, tmp_path, tracking_uri):  # noqa: F811
+    import subprocess
+    import sys
+
+    notebook = nbformat.read(ROOT / "notebooks" / "evaluate.ipynb", as_version=4)
+    at = next(i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", [])) + 1
+    notebook.cells.insert(at, nbformat.v4.new_code_cell("import time\ntime.sleep(120)"))
+    nbformat.write(notebook, tmp_path / "sleepy.ipynb")
+    path = sweep_file(tmp_path, [{"name": f"m{i}", "set": {"final_k": 3 + i}} for i in range(4)])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = ["sweep", str(path), "--cluster", dask_cluster.address, "--tracking-uri", tracking_uri]
+    command += ["--experiment", "dask-interrupt", "--notebook", str(tmp_path / "sleepy.ipynb")]
+    driver = subprocess.Popen(
+        [sys.executable, "-c", "from rageval.cli import app; app()", *command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    tracker = Tracker(tracking_uri)
+    deadline = time.monotonic() + 120
+    running: list = []
+    while time.monotonic() < deadline and len(running) < 2:
+        sweeps = [r for r in tracker.runs("dask-interrupt") if r.tags.get("rageval.kind") == "sweep"]
+        running = [c for s in sweeps for c in tracker.children(s.run_id) if c.status == "RUNNING"]
+        time.sleep(0.3)
+    assert len(running) == 2, "two members never ran at once"
+    time.sleep(2)  # their kernels are in the sleeping cell
+    driver.send_signal(signal.SIGTERM)
+    output, _ = driver.communicate(timeout=120)
+    assert driver.returncode == 130, output.decode()
+    (parent,) = [r for r in tracker.runs("dask-interrupt") if r.tags.get("rageval.kind") == "sweep"]
+    assert parent.status == "KILLED" and not parent.sealed
+    children = tracker.children(parent.run_id)
+    assert sorted(c.status for c in children) == ["KILLED", "KILLED"] and not any(c.sealed for c in children)
+    assert all("interrupted" in c.tags["rageval.error"] for c in children)
+    local = tracker.download(parent.run_id, "summary.json", tmp_path)
+    counts = sorted(m["status"] for m in json.loads(Path(local).read_text())["members"])
+    assert counts == ["KILLED", "KILLED", "not started", "not started"]
