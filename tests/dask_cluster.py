@@ -54,14 +54,14 @@ class DaskCluster:
         return found
 
     def worker_pids(self) -> set[int]:
-        """The processes that run tasks (the nannies' children that are Dask workers, not kernels)."""
+        """The processes that run tasks: each nanny's spawned worker (not its resource tracker, not kernels)."""
         pids = set()
         for popen in self.workers:
             try:
                 children = psutil.Process(popen.pid).children(recursive=False)
             except psutil.NoSuchProcess:
                 continue
-            pids |= {c.pid for c in children if not any("ipykernel" in part for part in c.cmdline())}
+            pids |= {c.pid for c in children if any("spawn_main" in part for part in c.cmdline())}
         return pids
 
     def listeners(self) -> list[tuple[int, str, int]]:

@@ -44,6 +44,7 @@ from rageval.workflows.sweep import (
     progress_kind,
     split_progress,
     start_sweep,
+    stop_kernels,
 )
 
 MAX_ATTEMPTS = 2  # a member is tried again once after its worker died
@@ -83,8 +84,6 @@ def member_task(job: MemberJob, tracking_uri: str, cache_dir: str, topic: str, s
     from distributed import Event as DaskEvent
     from distributed import get_client, get_worker
 
-    from rageval.workflows.sweep import _stop_kernels
-
     worker = get_worker()
     # Every kernel this worker starts reads the driver's cache (the kernel inherits the environment).
     os.environ["RAGEVAL_CACHE"] = cache_dir
@@ -113,7 +112,7 @@ def member_task(job: MemberJob, tracking_uri: str, cache_dir: str, topic: str, s
                 if stop.wait(timeout=0.5):
                     cancel.set()
                     while not done.wait(0.5):
-                        _stop_kernels()
+                        stop_kernels()
                     return
             except Exception:  # noqa: BLE001 - the scheduler went away: nothing left to cancel for
                 return
@@ -350,6 +349,5 @@ def _settle_attempts(tracker: Tracker, parent: str, results: dict[str, MemberRes
         result.attempts.append(
             {"run_id": info.run_id, "attempt": info.tags.get(ATTEMPT_TAG, ""), "status": info.status, "note": note}
         )
-    for result in results.values():
-        result.retries = max(starts.get(result.name, 0), len(result.attempts)) - 1 if result.attempts else 0
-        result.retries = max(result.retries, 0)
+    for result in results.values():  # attempts seen starting or in the store, whichever is more
+        result.retries = max(starts.get(result.name, 0), len(result.attempts), 1) - 1

@@ -5,7 +5,9 @@ by :func:`rageval.workflows.run.execute_run`, ``workers`` at a time in threads (
 in its own kernel process). A failing member ends FAILED and the others go on. On Ctrl-C or SIGTERM
 the members not started are never created, running ones have their kernels stopped and end KILLED,
 finished ones stay sealed; the parent records a summary and ends KILLED (FAILED when a member
-failed, sealed when every member is).
+failed, sealed when every member is). The pieces are shared with ``--cluster``
+(:mod:`rageval.workflows.cluster`): :func:`check_sweep` and :func:`start_sweep` before the members,
+:meth:`MemberJob.run` for each (in a thread here, in a Dask worker there), :meth:`Started.finish` after.
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ class _Interrupted(BaseException):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
 
 
-def _stop_kernels() -> int:
+def stop_kernels() -> int:
     """Kill the notebook kernels this process started (its direct children running ipykernel)."""
     import psutil
 
@@ -439,7 +441,7 @@ def _drain(futures: Sequence[Future[None]]) -> None:
     """Stop running kernels until every member has ended; a second Ctrl-C does not cut this short."""
     while not all(f.done() for f in futures):
         try:
-            _stop_kernels()
+            stop_kernels()
             wait([f for f in futures if not f.done()], timeout=0.5)
         except (KeyboardInterrupt, _Interrupted):
             continue
