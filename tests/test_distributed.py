@@ -33,7 +33,8 @@ SLOW = 4  # seconds the victim's notebook sleeps: time to find and kill its work
 
 @pytest.fixture(scope="module", params=["sqlite"])
 def tracking_uri(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Where the sweeps record: a sqlite file both worker processes write to (a server URI later)."""
+    """Where the sweeps record: a sqlite file both worker processes write to. A server-backed
+    variant is one more param: ``"server"`` returning ``request.getfixturevalue("mlflow_server")``."""
     return f"sqlite:///{tmp_path_factory.mktemp('dask-store') / 'mlflow.db'}"
 
 
