@@ -292,3 +292,48 @@ def test_sigterm_to_the_driver_kills_running_members_and_never_starts_the_rest(d
     local = tracker.download(parent.run_id, "summary.json", tmp_path)
     counts = sorted(m["status"] for m in json.loads(Path(local).read_text())["members"])
     assert counts == ["KILLED", "KILLED", "not started", "not started"]
+
+
+def test_after_two_dead_attempts_a_member_fails_and_a_sealed_attempt_is_its_result(
+    dask_cluster,  # noqa: F811 - the imported fixture
+    tracking_uri,
+    tmp_path,
+):
+    """What a task finds in the store decides: two earlier runs of dead workers, no third; a sealed one, no rerun."""
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from distributed import Client
+
+    from rageval.tracking.owners import STARTED_TAG
+    from rageval.workflows.cluster import member_task
+    from rageval.workflows.sweep import MemberJob
+
+    tracker = Tracker(tracking_uri)
+    parent = tracker.create_run("dask-attempts", "parent", params={}, tags={})
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    started = psutil.Process(gone.pid).create_time()
+    gone.wait()
+    dead = []
+    for attempt in ("1", "2"):
+        tags = {MEMBER_TAG: "twice", "mlflow.parentRunId": parent, ATTEMPT_TAG: attempt}
+        dead.append(tracker.create_run("dask-attempts", f"twice-{attempt}", params={}, tags=tags))
+        tracker.client.set_tag(dead[-1], PID_TAG, str(gone.pid))  # as if a worker now gone had made it
+        tracker.client.set_tag(dead[-1], STARTED_TAG, repr(started))
+    sealed = tracker.create_run(
+        "dask-attempts", "done", params={}, tags={MEMBER_TAG: "done", "mlflow.parentRunId": parent}
+    )
+    tracker.seal(sealed)
+    job = MemberJob("twice", (), BM25, None, None, "dev", "d", "dask-attempts", parent, False, None, BM25, None, None)
+    with Client(dask_cluster.address, timeout=30) as client:
+        futures = [
+            client.submit(member_task, replace(job, name=n), tracking_uri, str(tmp_path), "t", False, pure=False)
+            for n in ("twice", "done")
+        ]
+        twice, done = client.gather(futures)
+    assert twice.status == "FAILED" and "not tried again: the workers of its 2 attempts died" in twice.error
+    assert [c.run_id for c in tracker.children(parent) if c.tags[MEMBER_TAG] == "twice"] == dead  # no third run
+    assert {tracker.run(r).status for r in dead} == {"KILLED"}
+    assert done.status == "sealed" and done.run_id == sealed
+    assert len(tracker.children(parent)) == 3

@@ -96,8 +96,9 @@ def member_task(job: MemberJob, tracking_uri: str, cache_dir: str, topic: str, s
         if info.sealed:  # an earlier attempt sealed, then its worker died before reporting it
             return MemberResult(job.name, job.overrides, "sealed", info.run_id, metrics=dict(info.metrics))
     if len(earlier) >= MAX_ATTEMPTS:
+        tracker.reap()  # the dead attempts' runs end KILLED now (the driver ends those owned elsewhere)
         runs = ", ".join(r.run_id for r in earlier)
-        message = f"not tried a {len(earlier) + 1}th time: the workers of {len(earlier)} attempts died (runs {runs})"
+        message = f"not tried again: the workers of its {len(earlier)} attempts died (runs {runs}, KILLED)"
         return MemberResult(job.name, job.overrides, "FAILED", error=message)
     attempt = len(earlier) + 1
     worker.log_event(
