@@ -236,6 +236,10 @@ def test_cluster_local_runs_a_sweep_on_loopback_worker_processes(tmp_path, track
         ],
     )
     assert result.exit_code == 0, result.output
+    # each member's steps, forwarded from its worker, and its end, from its future
+    for name in ("baseline", "k3"):
+        assert f"[{name}] create run (" in result.stderr and f"[{name}] kernel start (" in result.stderr
+        assert f"{name}: sealed | sweep:" in result.stderr
     tracker = Tracker(tracking_uri)
     (parent,) = [r for r in tracker.runs("dask-local") if r.tags.get("rageval.kind") == "sweep"]
     assert parent.sealed and parent.params["sweep.cluster"] == "local" and parent.params["sweep.workers"] == "2"

@@ -73,10 +73,10 @@ class _Forward(Reporter):
     enabled = True
 
     def __init__(self, send: Callable[[str, Any], None], topic: str, member: str) -> None:
-        self.send, self.topic, self.member = send, topic, member
+        self.send, self.topic, self.name = send, topic, member
 
     def emit(self, event: Event) -> None:
-        self.send(self.topic, {"member": self.member, "event": dict(event)})
+        self.send(self.topic, {"member": self.name, "event": dict(event)})
 
 
 def member_task(job: MemberJob, tracking_uri: str, cache_dir: str, topic: str, steps: bool) -> MemberResult:
