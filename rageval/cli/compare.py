@@ -39,19 +39,34 @@ def sweep(
     experiment: RunExperiment = None,
     notebook: EvaluateNotebook = None,
     timeout: Timeout = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="run the members as tasks on a Dask cluster: tcp://HOST:PORT of a `dask scheduler`, "
+            "or `local` for a LocalCluster of --workers processes on 127.0.0.1"
+        ),
+    ] = None,
 ) -> None:
     """Run every configuration of a sweep as a sealed child of one parent run; exit 1 if any failed."""
+    from functools import partial
+
     from rageval.cli.progress import SweepView
     from rageval.safety import strip_control
     from rageval.workflows.provenance import dirty_warning
     from rageval.workflows.sweep import run_sweep
+
+    runner = run_sweep
+    if cluster is not None:
+        from rageval.workflows.cluster import run_cluster_sweep
+
+        runner = partial(run_cluster_sweep, cluster=cluster)
 
     warning = dirty_warning(file.resolve().parent)
     if warning:
         echo(warning, err=True)
     try:
         with SweepView() as view:  # each member's current step on stderr
-            outcome = run_sweep(
+            outcome = runner(
                 input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
                 workers=workers,
                 release=release,
@@ -71,6 +86,17 @@ def sweep(
         value = f"{m.metrics[key]:.4f}" if key in m.metrics else ""
         seconds = f"{m.seconds:7.1f}" if m.seconds is not None else " " * 7
         echo(f"{m.name:<{width}}  {m.status:<11}  {m.run_id or '-':<32}  {seconds}  {value}")
+    for m in outcome.members:
+        for attempt in m.attempts:
+            if attempt["run_id"] != m.run_id:  # a dead worker's attempt, now KILLED
+                echo(
+                    f"{m.name}: attempt {attempt['attempt'] or '?'} run {attempt['run_id']} {attempt['status']}: {attempt['note']}"
+                )
+        if m.retries:
+            echo(
+                f"{m.name}: retried {m.retries}x after its worker died; final: {m.status}"
+                + (f" {m.run_id}" if m.run_id else "")
+            )
     echo(f"parent run {outcome.parent_run_id} ({outcome.experiment}), {outcome.wall_s:.1f}s wall")
     if outcome.failed:
         for m in outcome.failed:

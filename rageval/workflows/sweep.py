@@ -5,7 +5,9 @@ by :func:`rageval.workflows.run.execute_run`, ``workers`` at a time in threads (
 in its own kernel process). A failing member ends FAILED and the others go on. On Ctrl-C or SIGTERM
 the members not started are never created, running ones have their kernels stopped and end KILLED,
 finished ones stay sealed; the parent records a summary and ends KILLED (FAILED when a member
-failed, sealed when every member is).
+failed, sealed when every member is). The pieces are shared with ``--cluster``
+(:mod:`rageval.workflows.cluster`): :func:`check_sweep` and :func:`start_sweep` before the members,
+:meth:`MemberJob.run` for each (in a thread here, in a Dask worker there), :meth:`Started.finish` after.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from typing import Any, Literal, TextIO
 
 import pandas as pd
 
-from rageval.benchmark.loading import load_benchmark
-from rageval.config.sweep import Member, Sweep, load_sweep
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.config.sweep import Sweep, load_sweep
 from rageval.errors import ConfigError, NotebookExecutionError, Problem, SweepError
 from rageval.evaluation import parse_measure
 from rageval.progress import Reporter
@@ -34,6 +36,8 @@ from rageval.tracking.store import Tracker
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 from rageval.workflows.run import RUN_PARAMETERS, check_labels, default_notebook, execute_run
+
+MEMBER_TAG = "rageval.sweep.member"
 
 # --------------------------------------------------------------------------- progress
 
@@ -62,16 +66,18 @@ class Progress:
             eta = f"{per_wave * (self.total - finished) / min(self.workers, self.total):.0f}s"
         return f"sweep: {finished}/{self.total} configs, {self.done} sealed, {self.failed} failed, {self.running} running, {elapsed:.0f}s elapsed, ETA {eta}"
 
-    def event(self, kind: Literal["start", "sealed", "failed", "killed"], name: str) -> None:
+    def event(self, kind: Literal["start", "retry", "sealed", "failed", "killed"], name: str) -> None:
+        """``retry``: a member started again after its worker died (Dask); it was counted running already."""
         with self.lock:
             if kind == "start":
                 self.running += 1
-            else:
+            elif kind != "retry":
                 self.running -= 1
                 self.done += kind == "sealed"
                 self.failed += kind in ("failed", "killed")
             if self.reporter is not None:
-                self.reporter.emit({"kind": "sweep", "member": name, "status": kind, "line": self.line()})
+                status = "start" if kind == "retry" else kind  # a view shows a retried member running again
+                self.reporter.emit({"kind": "sweep", "member": name, "status": status, "line": self.line()})
                 return
             if self.tty:
                 self.stream.write("\r\033[K" + self.line())
@@ -97,6 +103,8 @@ class MemberResult:
     seconds: float | None = None
     error: str | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    retries: int = 0  # attempts after the first (a Dask worker died running it)
+    attempts: list[dict[str, str]] = field(default_factory=list)  # every run an attempt made: run_id, status, note
 
 
 @dataclass(frozen=True)
@@ -131,7 +139,7 @@ class _Interrupted(BaseException):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
 
 
-def _stop_kernels() -> int:
+def stop_kernels() -> int:
     """Kill the notebook kernels this process started (its direct children running ipykernel)."""
     import psutil
 
@@ -144,6 +152,200 @@ def _stop_kernels() -> int:
         except psutil.Error:
             continue
     return stopped
+
+
+@dataclass(frozen=True)
+class MemberJob:
+    """One member's run, as plain values: the thread path runs it in this process, the Dask path
+    (:mod:`rageval.workflows.cluster`) pickles it to a worker process. Both call :meth:`run`."""
+
+    name: str
+    overrides: tuple[str, ...]
+    base: Path
+    benchmark: Path | None
+    split: str | None  # the sweep file's split (None: the base config's)
+    split_label: str  # the split the members run on, for the run's name
+    sweep: str
+    experiment: str
+    parent: str
+    release: bool
+    family: str | None
+    notebook: Path
+    notebook_parameters: dict[str, Any] | None
+    timeout: int | None
+
+    def run(
+        self,
+        tracker: Tracker,
+        *,
+        cancel: threading.Event | None = None,
+        reporter: Reporter | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> MemberResult:
+        """Run the member through :func:`execute_run` into a sealed child of the parent; a failure
+        is recorded in the result (FAILED, or KILLED when ``cancel`` was set), never raised."""
+        result = MemberResult(self.name, self.overrides)
+        begun = time.perf_counter()
+        try:
+            outcome = execute_run(
+                self.base,
+                overrides=self.overrides,
+                benchmark=self.benchmark,
+                split=self.split,
+                tracker=tracker,
+                experiment=self.experiment,
+                notebook=self.notebook,
+                notebook_parameters=self.notebook_parameters,
+                timeout=self.timeout,
+                run_name=f"{self.sweep}/{self.name}@{self.split_label}",
+                label=f"{self.sweep}/{self.name}",
+                family=self.family,
+                cancel=cancel,
+                reporter=reporter,
+                tags={
+                    "mlflow.parentRunId": self.parent,
+                    "rageval.sweep.parent": self.parent,
+                    "rageval.sweep.name": self.sweep,
+                    MEMBER_TAG: self.name,
+                    "rageval.sweep.release": str(self.release).lower(),
+                    **(tags or {}),
+                },
+            )
+        except NotebookExecutionError as exc:
+            result.run_id, result.error = exc.run_id, str(exc)
+            result.status = "KILLED" if cancel is not None and cancel.is_set() else "FAILED"
+        except Exception as exc:  # noqa: BLE001 - any other error fails this member, recorded in the summary
+            result.error, result.status = f"{type(exc).__name__}: {exc}", "FAILED"
+        else:
+            result.run_id, result.metrics, result.status = outcome.run_id, outcome.metrics, "sealed"
+        finally:
+            _close_thread_loop()
+        result.seconds = time.perf_counter() - begun
+        return result
+
+
+def progress_kind(result: MemberResult) -> Literal["sealed", "failed", "killed"]:
+    return "sealed" if result.status == "sealed" else "killed" if result.status == "KILLED" else "failed"
+
+
+@dataclass
+class Started:
+    """A sweep validated and its parent run created: what either way of running it needs."""
+
+    sweep: Sweep
+    experiment: str
+    parent: str
+    jobs: list[MemberJob]
+    results: dict[str, MemberResult]
+    begun: float  # perf_counter at the start, for the wall time
+
+    def finish(self, tracker: Tracker, interrupted: bool) -> SweepOutcome:
+        members = list(self.results.values())
+        return _finish(
+            tracker, self.parent, self.experiment, self.sweep, members, time.perf_counter() - self.begun, interrupted
+        )
+
+
+def check_sweep(
+    path: str | Path,
+    *,
+    release: bool = False,
+    notebook: str | Path | None = None,
+    notebook_parameters: dict[str, Any] | None = None,
+) -> tuple[Sweep, Path, Benchmark]:
+    """Load and check a sweep before anything exists (no run, no cluster): its members, the
+    notebook's parameters and the labels each chunking will use. Returns it, the notebook and the benchmark."""
+    sweep = load_sweep(path, release=release)
+    notebook = Path(notebook).resolve() if notebook else default_notebook()
+    check_parameters(notebook, dict(notebook_parameters or {}), required=RUN_PARAMETERS)
+    bench = load_benchmark(sweep.members[0].config.benchmark)
+    checked = set()
+    for m in sweep.members:  # before the parent exists: a refused member would otherwise fail after it
+        key = (m.config.chunking.model_dump_json(), m.config.evaluation.level)
+        if key not in checked:
+            check_labels(m.config, bench)
+            checked.add(key)
+    return sweep, notebook, bench
+
+
+def start_sweep(
+    sweep: Sweep,
+    notebook: Path,
+    bench: Benchmark,
+    *,
+    workers: int,
+    release: bool,
+    tracker: Tracker,
+    experiment: str | None,
+    notebook_parameters: dict[str, Any] | None,
+    timeout: int | None,
+    params: dict[str, Any] | None = None,
+    on_parent: Callable[[str], None] | None = None,
+) -> Started:
+    """Create the experiment (once, here: parallel workers creating it race) and the parent run;
+    the members' jobs name both. ``params``: more parent params (the cluster's address)."""
+    started = time.perf_counter()
+    experiment = experiment or bench.spec.name
+    tracker.reap()
+    family = (
+        sweep.members[0].config.name
+        if all(m.config.name == sweep.members[0].config.name for m in sweep.members)
+        else None
+    )
+    plan = [{"name": m.name, "overrides": list(m.overrides)} for m in sweep.members]
+    parent = tracker.create_run(
+        experiment,
+        f"sweep {sweep.spec.name}@{sweep.split}",
+        params={
+            "sweep.name": sweep.spec.name,
+            "sweep.base": str(sweep.base),
+            "sweep.members": len(sweep.members),
+            "sweep.workers": workers,
+            "sweep.release": release,
+            "sweep.split": sweep.split,
+            **(params or {}),
+        },
+        tags={
+            **git_state(sweep.path.resolve().parent),
+            "rageval.version": RAGEVAL_VERSION,
+            "rageval.kind": "sweep",
+            "rageval.sweep.name": sweep.spec.name,
+            "rageval.sweep.file": str(sweep.path),
+            "rageval.sweep.sha256": sweep.sha256,
+            "rageval.sweep.split": sweep.split,
+            "rageval.sweep.release": str(release).lower(),
+            "rageval.benchmark.name": bench.spec.name,
+            "rageval.benchmark.version": bench.spec.version,
+        },
+        files={"sweep.yaml": sweep.path.read_bytes(), "members.json": json.dumps(plan, indent=2).encode()},
+    )
+    if on_parent is not None:
+        on_parent(parent)
+    jobs = [
+        MemberJob(
+            name=m.name,
+            overrides=m.overrides,
+            base=sweep.base,
+            benchmark=sweep.benchmark,
+            split=sweep.spec.split,
+            split_label=sweep.split,
+            sweep=sweep.spec.name,
+            experiment=experiment,
+            parent=parent,
+            release=release,
+            family=family,
+            notebook=notebook,
+            notebook_parameters=notebook_parameters,
+            timeout=timeout,
+        )
+        for m in sweep.members
+    ]
+    results = {m.name: MemberResult(m.name, m.overrides) for m in sweep.members}
+    return Started(sweep, experiment, parent, jobs, results, started)
+
+
+def split_progress(progress: TextIO | Reporter | None) -> tuple[Reporter | None, TextIO | None]:
+    return (progress, None) if isinstance(progress, Reporter) else (None, progress)
 
 
 def run_sweep(
@@ -164,105 +366,33 @@ def run_sweep(
     ``progress``: a stream for the sweep's count lines (default stderr), or a
     :class:`~rageval.progress.Reporter` that gets every member's steps too (labelled by member)."""
 
-    started = time.perf_counter()
-    sweep = load_sweep(path, release=release)
+    sweep, nb, bench = check_sweep(path, release=release, notebook=notebook, notebook_parameters=notebook_parameters)
     workers = workers or sweep.spec.workers
     if workers < 1:
         raise ConfigError(Problem(file="--workers", message=f"workers must be at least 1 (got {workers})"))
-    notebook = Path(notebook).resolve() if notebook else default_notebook()
-    check_parameters(notebook, dict(notebook_parameters or {}), required=RUN_PARAMETERS)
-    bench = load_benchmark(sweep.members[0].config.benchmark)
-    checked = set()
-    for m in sweep.members:  # before the parent exists: a refused member would otherwise fail after it
-        key = (m.config.chunking.model_dump_json(), m.config.evaluation.level)
-        if key not in checked:
-            check_labels(m.config, bench)
-            checked.add(key)
-    experiment = experiment or bench.spec.name
-    tracker.reap()
-    family = (
-        sweep.members[0].config.name
-        if all(m.config.name == sweep.members[0].config.name for m in sweep.members)
-        else None
+    run = start_sweep(
+        sweep,
+        nb,
+        bench,
+        workers=workers,
+        release=release,
+        tracker=tracker,
+        experiment=experiment,
+        notebook_parameters=notebook_parameters,
+        timeout=timeout,
+        on_parent=on_parent,
     )
-    plan = [{"name": m.name, "overrides": list(m.overrides)} for m in sweep.members]
-    parent = tracker.create_run(
-        experiment,
-        f"sweep {sweep.spec.name}@{sweep.split}",
-        params={
-            "sweep.name": sweep.spec.name,
-            "sweep.base": str(sweep.base),
-            "sweep.members": len(sweep.members),
-            "sweep.workers": workers,
-            "sweep.release": release,
-            "sweep.split": sweep.split,
-        },
-        tags={
-            **git_state(sweep.path.resolve().parent),
-            "rageval.version": RAGEVAL_VERSION,
-            "rageval.kind": "sweep",
-            "rageval.sweep.name": sweep.spec.name,
-            "rageval.sweep.file": str(sweep.path),
-            "rageval.sweep.sha256": sweep.sha256,
-            "rageval.sweep.split": sweep.split,
-            "rageval.sweep.release": str(release).lower(),
-            "rageval.benchmark.name": bench.spec.name,
-            "rageval.benchmark.version": bench.spec.version,
-        },
-        files={"sweep.yaml": sweep.path.read_bytes(), "members.json": json.dumps(plan, indent=2).encode()},
-    )
-    if on_parent is not None:
-        on_parent(parent)
-
     cancel = threading.Event()
-    results = {m.name: MemberResult(m.name, m.overrides) for m in sweep.members}
-    if isinstance(progress, Reporter):
-        reporter, stream = progress, None
-    else:
-        reporter, stream = None, progress
+    reporter, stream = split_progress(progress)
     bar = Progress(len(sweep.members), workers, stream, reporter)
 
-    def member(m: Member) -> None:
-        result = results[m.name]
+    def member(job: MemberJob) -> None:
         if cancel.is_set():
             return
-        bar.event("start", m.name)
-        begun = time.perf_counter()
-        try:
-            outcome = execute_run(
-                sweep.base,
-                overrides=m.overrides,
-                benchmark=sweep.benchmark,
-                split=sweep.spec.split,
-                tracker=tracker,
-                experiment=experiment,
-                notebook=notebook,
-                notebook_parameters=notebook_parameters,
-                timeout=timeout,
-                run_name=f"{sweep.spec.name}/{m.name}@{sweep.split}",
-                label=f"{sweep.spec.name}/{m.name}",
-                family=family,
-                cancel=cancel,
-                reporter=reporter.member(m.name) if reporter is not None else None,
-                tags={
-                    "mlflow.parentRunId": parent,
-                    "rageval.sweep.parent": parent,
-                    "rageval.sweep.name": sweep.spec.name,
-                    "rageval.sweep.member": m.name,
-                    "rageval.sweep.release": str(release).lower(),
-                },
-            )
-        except NotebookExecutionError as exc:
-            result.run_id, result.error = exc.run_id, str(exc)
-            result.status = "KILLED" if cancel.is_set() else "FAILED"
-        except Exception as exc:  # noqa: BLE001 - any other error fails this member, recorded in the summary
-            result.error, result.status = f"{type(exc).__name__}: {exc}", "FAILED"
-        else:
-            result.run_id, result.metrics, result.status = outcome.run_id, outcome.metrics, "sealed"
-        finally:
-            _close_thread_loop()
-        result.seconds = time.perf_counter() - begun
-        bar.event({"sealed": "sealed", "KILLED": "killed"}.get(result.status, "failed"), m.name)
+        bar.event("start", job.name)
+        result = job.run(tracker, cancel=cancel, reporter=reporter.member(job.name) if reporter is not None else None)
+        run.results[job.name] = result
+        bar.event(progress_kind(result), job.name)
 
     interrupted = False
     previous = None
@@ -275,7 +405,7 @@ def run_sweep(
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rageval-sweep")
     futures: list[Future[None]] = []
     try:
-        futures = [pool.submit(member, m) for m in sweep.members]
+        futures = [pool.submit(member, job) for job in run.jobs]
         pending = set(futures)
         while pending:
             _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -290,10 +420,7 @@ def run_sweep(
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         bar.close()
-
-    return _finish(
-        tracker, parent, experiment, sweep, list(results.values()), time.perf_counter() - started, interrupted
-    )
+    return run.finish(tracker, interrupted)
 
 
 def _close_thread_loop() -> None:
@@ -314,7 +441,7 @@ def _drain(futures: Sequence[Future[None]]) -> None:
     """Stop running kernels until every member has ended; a second Ctrl-C does not cut this short."""
     while not all(f.done() for f in futures):
         try:
-            _stop_kernels()
+            stop_kernels()
             wait([f for f in futures if not f.done()], timeout=0.5)
         except (KeyboardInterrupt, _Interrupted):
             continue
@@ -343,7 +470,10 @@ def _finish(
     }
     table = pd.DataFrame(
         [
-            {**{k: v for k, v in m.__dict__.items() if k != "metrics"}, "overrides": " ".join(m.overrides)}
+            {
+                **{k: v for k, v in m.__dict__.items() if k not in ("metrics", "attempts")},
+                "overrides": " ".join(m.overrides),
+            }
             for m in members
         ]
     )
