@@ -71,6 +71,7 @@ def test_log_errors_name_file_line_and_field(tmp_path: Path):
         {**GOOD, "session_id": "jane doe@example.com"},
         {k: v for k, v in GOOD.items() if k != "latency_ms"} | {"session_id": "s-6"},
         GOOD,
+        {**GOOD, "session_id": "s-8", "time": "2026-11-02T09:00:00"},
     ]
     log = write_log(tmp_path / "log.jsonl", rows)
     with pytest.raises(InputError) as raised:
@@ -83,7 +84,8 @@ def test_log_errors_name_file_line_and_field(tmp_path: Path):
     assert "opaque or hashed" in found[(5, "session_id")].message
     assert found[(6, "latency_ms")].message == "missing required key"
     assert "appears again (first on line 1)" in found[(7, "session_id")].message
-    assert len(raised.value.problems) == 6
+    assert "UTC offset" in found[(8, "time")].message
+    assert len(raised.value.problems) == 7
 
 
 def test_parquet_reads_as_jsonl_does(tmp_path: Path):
@@ -259,6 +261,17 @@ def test_the_simulator_is_seeded_labelled_and_position_biased():
     first, again = cohort(seed=7, sessions=3000), cohort(seed=7, sessions=3000)
     pd.testing.assert_frame_equal(first, again)
     assert first["simulated"].all() and first["query_hash"].isin(list(HASHES.values())).all()
+    # An injected change alters only what it injects (each session draws the same numbers whatever happens).
+    slower, lossy = (
+        cohort(seed=7, sessions=3000, candidate_latency_factor=1.3),
+        cohort(seed=7, sessions=3000, srm_drop=0.2),
+    )
+    candidate = first["arm"] == "candidate"
+    assert slower["latency_ms"][candidate].to_numpy() == pytest.approx(1.3 * first["latency_ms"][candidate], rel=1e-4)
+    pd.testing.assert_frame_equal(slower.drop(columns="latency_ms"), first.drop(columns="latency_ms"))
+    kept = first.set_index("session_id").loc[lossy["session_id"]].reset_index()
+    pd.testing.assert_frame_equal(lossy, kept[lossy.columns])
+    assert (lossy["arm"] == "baseline").sum() == (first["arm"] == "baseline").sum() and len(lossy) < len(first)
     # Two results of grade 1 (attractiveness 0.2): the first click lands on rank 1 with probability 0.2 and
     # on rank 2 with (1 - 0.2) * examination(2) * 0.2, examination(2) = 1 / 2**eta.
     same = {q: [f"{q}-a", f"{q}-b"] for q in QUERIES}

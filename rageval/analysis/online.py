@@ -32,7 +32,16 @@ from typing import Annotated, Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
-from pydantic import AfterValidator, Field, StrictBool, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rageval.benchmark.provenance import Redaction, Reference
 from rageval.errors import InputError, PolicyError, Problem
@@ -91,6 +100,13 @@ class OnlineEvent(Strict):
                     "(record sha256 of the query as query_hash where the query must be known)"
                 )
         return data
+
+    @field_validator("time")
+    @classmethod
+    def _with_offset(cls, value: dt.datetime) -> dt.datetime:
+        if value.tzinfo is None:
+            raise ValueError("give the time with its UTC offset (e.g. 2026-11-02T09:00:00Z): clocks differ")
+        return value
 
     @model_validator(mode="after")
     def _rank_with_citation(self) -> OnlineEvent:

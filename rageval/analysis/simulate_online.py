@@ -30,7 +30,7 @@ DEFAULT_ATTRACTIVENESS = {0: 0.05, 1: 0.2, 2: 0.6, 3: 0.9}
 class Simulation(Strict):
     """The knobs of one simulated cohort (all recorded with the log)."""
 
-    sessions: StrictInt = Field(default=4000, ge=10)
+    sessions: StrictInt = Field(default=20_000, ge=10)
     seed: StrictInt = 0
     candidate_share: float = Field(default=0.5, gt=0, lt=1, description="the planned split")
     eta: float = Field(default=1.0, ge=0, description="examination probability 1 / rank**eta")
@@ -67,21 +67,24 @@ def simulate(
     examine = 1.0 / ranks**sim.eta
     records = []
     for index in range(sim.sessions):
-        arm = ARMS[int(rng.random() < sim.candidate_share)]
-        query = queries[int(rng.integers(len(queries)))]
+        # The same draws per session whatever happens in it: an injected change alters only what it injects.
+        assign, ref, esc, loss = rng.random(4)
+        pick, noise = int(rng.integers(len(queries))), float(rng.standard_normal())
+        looks, likes = rng.random(sim.depth), rng.random(sim.depth)
+        arm = ARMS[int(assign < sim.candidate_share)]
+        query = queries[pick]
         ranked = list(rankings[arm][query])[: sim.depth]
         judged = grades.get(query, {})
         attract = np.array([sim.attractiveness.get(judged.get(doc, 0), 0.0) for doc in ranked])
         n = len(ranked)
-        clicks = (rng.random(sim.depth) < examine)[:n] & (rng.random(sim.depth)[:n] < attract)
+        clicks = (looks[:n] < examine[:n]) & (likes[:n] < attract)
         clicked = [r for r in range(n) if clicks[r]]
         success = any(judged.get(ranked[r], 0) >= sim.success_grade for r in clicked)
-        reformulated = not success and bool(rng.random() < sim.p_reformulate)
-        escalated = not success and bool(rng.random() < sim.p_escalate)
+        reformulated = not success and bool(ref < sim.p_reformulate)
+        escalated = not success and bool(esc < sim.p_escalate)
         factor = sim.candidate_latency_factor if arm == "candidate" else 1.0
-        latency = sim.latency_median_ms * factor * math.exp(sim.latency_sigma * float(rng.standard_normal()))
-        lost = arm == "candidate" and bool(rng.random() < sim.srm_drop)
-        if lost:
+        latency = sim.latency_median_ms * factor * math.exp(sim.latency_sigma * noise)
+        if arm == "candidate" and loss < sim.srm_drop:
             continue
         records.append(
             {

@@ -79,7 +79,7 @@ def simulate(
     baseline: Annotated[str, typer.Option(help="sealed evaluation run: the baseline arm's rankings")],
     candidate: Annotated[str, typer.Option(help="sealed evaluation run: the candidate arm's rankings")],
     out: Annotated[Path, typer.Option(help="the log to write (.jsonl)")],
-    sessions: Annotated[int, typer.Option(help="sessions before any injected loss")] = 4000,
+    sessions: Annotated[int, typer.Option(help="sessions before any injected loss")] = 20_000,
     seed: Annotated[int, typer.Option()] = 0,
     candidate_share: Annotated[float, typer.Option(help="the planned split")] = 0.5,
     eta: Annotated[float, typer.Option(help="examination probability 1 / rank**eta")] = 1.0,
