@@ -236,6 +236,23 @@ def test_the_confidence_sequence_is_the_mixture_likelihood_ratio():
     assert low < fixed_low and high > fixed_high  # the price of peeking: wider than one look's interval
 
 
+def test_peeking_inflates_the_z_test_but_not_the_confidence_sequence():
+    # A/A cohorts (no difference): a z-test read at 20 looks, stopping at the first p < 0.05, finds a
+    # "difference" far more often than 5%; the always-valid interval, valid at every unit, stays under 5%.
+    rng = np.random.default_rng(0)
+    reps, n, alpha = 300, 4000, 0.05
+    peeking = sequence = 0
+    for _ in range(reps):
+        arms, values = (rng.random(n) < 0.5).astype(int), (rng.random(n) < 0.6).astype(float)
+        low, high, _ = confidence_sequence("proportion", arms, values, 0.03, alpha, 100)
+        sequence += low > 0 or high < 0
+        peeking += any(
+            fixed_horizon("proportion", values[:k][arms[:k] == 0], values[:k][arms[:k] == 1], alpha)[2] < alpha
+            for k in range(200, n + 1, 200)
+        )
+    assert sequence / reps <= alpha and peeking / reps > 3 * alpha
+
+
 # --------------------------------------------------------------------------- simulator and decision
 
 QUERIES = [f"q{i}" for i in range(20)]
