@@ -196,6 +196,12 @@ def test_means_match_welch_by_hand():
     assert p == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-10)
     half = stats.t.ppf(0.975, df) * math.sqrt(v0 + v1)
     assert (low, high) == pytest.approx((cand.mean() - base.mean() - half, cand.mean() - base.mean() + half))
+    # And statsmodels' own implementation of Welch (ours is scipy's).
+    from statsmodels.stats.weightstats import CompareMeans, DescrStatsW
+
+    compared = CompareMeans(DescrStatsW(cand), DescrStatsW(base))
+    assert (low, high) == pytest.approx(compared.tconfint_diff(alpha=0.05, usevar="unequal"), rel=1e-10)
+    assert p == pytest.approx(compared.ttest_ind(usevar="unequal")[1], rel=1e-10)
 
 
 def test_sample_ratio_is_a_chi_square_by_hand():
@@ -272,6 +278,33 @@ def cohort(baseline=WORSE, candidate=BETTER, **knobs) -> pd.DataFrame:
 def decide(frame: pd.DataFrame, **changes):
     rules = policy(**changes)
     return decide_online(analyze(frame, rules), sample_ratio(frame, rules), rules)
+
+
+def result(role: str, direction: str, low: float, high: float, threshold: float = 0.02):
+    from rageval.analysis.online import MetricResult
+
+    return MetricResult("m", "proportion", "escalation", role, direction, 100, 100, 0.5, 0.5, (low + high) / 2,
+                        low, high, 0.5, "z", threshold)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("role", "direction", "low", "high", "verdict"),
+    [
+        ("primary", "higher", 0.001, 0.02, "pass"),
+        ("primary", "higher", -0.001, 0.02, "fail"),
+        ("primary", "lower", -0.02, -0.001, "pass"),  # lower is better: a fall is the improvement
+        ("primary", "lower", 0.001, 0.02, "fail"),
+        ("guardrail", "lower", -0.05, 0.02, "pass"),  # the interval reaches the margin, not past it
+        ("guardrail", "lower", -0.05, 0.0201, "fail"),
+        ("guardrail", "higher", -0.02, 0.05, "pass"),
+        ("guardrail", "higher", -0.0201, 0.05, "fail"),
+    ],
+)
+def test_decide_online_reads_each_interval_in_its_metrics_direction(role, direction, low, high, verdict):
+    srm = sample_ratio(pd.DataFrame({"arm": ["baseline", "candidate"] * 50}), policy())
+    decision = decide_online([result(role, direction, low, high)], srm, policy())
+    assert decision.verdicts[0].verdict == verdict and decision.passed == (verdict == "pass")
+    assert decision.reasons == ([] if verdict == "pass" else [f"m: {decision.verdicts[0].reason}"])
 
 
 def test_the_simulator_is_seeded_labelled_and_position_biased():
