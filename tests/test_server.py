@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 import yaml
 from conftest import ROOT
-from servers import fresh_experiment
+from servers import fresh_experiment, require_services, service_folder
 from typer.testing import CliRunner
 
 from rageval.cli import app
@@ -24,6 +27,8 @@ pytestmark = pytest.mark.server
 BM25 = ROOT / "params" / "bm25.yaml"
 POLICY = ROOT / "params" / "gates" / "release.yaml"
 runner = CliRunner()
+# The folder the two `rageval server` tests share (the second restarts the first one's cluster).
+SERVER_FOLDERS: dict[str, Path] = {}
 
 
 def invoke(*args: object):
@@ -82,30 +87,39 @@ def test_bad_uris_taken_ports_and_missing_binaries_are_clear_errors(mlflow_serve
 
 
 def test_experiments_created_at_once_by_several_processes_are_one(mlflow_server):
-    """The trap: two processes creating one new experiment at once; the loser must find the
-    winner's, never fall back to Default."""
+    """The trap: processes creating one new experiment at once; each loser must find the winner's,
+    never fall back to Default."""
     name = fresh_experiment("race")
-    start = time.time() + 8  # every process imports mlflow first, then all create at this instant
+    # Each process imports mlflow and opens its client first, says so, and creates on the word "go"
+    # (a clock barrier is not one: on a loaded machine imports take longer than any fixed wait).
     code = (
-        "import sys, time; from rageval.tracking.store import Tracker; t = Tracker(sys.argv[1]);"
-        "time.sleep(max(0, float(sys.argv[3]) - time.time())); print(t.experiment_id(sys.argv[2]))"
+        "import sys; from rageval.tracking.store import Tracker; t = Tracker(sys.argv[1]);"
+        "t.client.search_experiments(max_results=1); print('ready', flush=True); sys.stdin.readline();"
+        "print(t.experiment_id(sys.argv[2]), flush=True)"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", code, mlflow_server.tracking_uri, name, str(start)],
+            [sys.executable, "-c", code, mlflow_server.tracking_uri, name],
             env=env,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for _ in range(4)
     ]
+    for process in processes:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
     outputs = [p.communicate(timeout=120) for p in processes]
     assert [p.returncode for p in processes] == [0] * 4, [err for _, err in outputs]
     ids = {out.strip() for out, _ in outputs}
     client = Tracker(mlflow_server.tracking_uri).client
-    matching = [e for e in client.search_experiments(filter_string=f"name = '{name}'")]
+    matching = client.search_experiments(filter_string=f"name = '{name}'")
     assert len(ids) == 1 and [e.experiment_id for e in matching] == list(ids)
     assert ids != {"0"}
 
@@ -186,3 +200,45 @@ def test_two_concurrent_sweeps_into_one_server_lose_nothing(mlflow_server, tmp_p
             assert info.sealed and info.status == "FINISHED", info
             assert tracker.verify(info.run_id) == [], info.run_id
     assert tracker.client.search_runs(["0"]) == []  # nothing fell into Default
+
+
+def wait_for_line(process: subprocess.Popen[str], prefix: str, timeout_s: float = 180) -> str:
+    deadline = time.monotonic() + timeout_s
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if line.startswith(prefix):
+            return line
+        if not line and process.poll() is not None:
+            break
+    process.kill()
+    raise AssertionError(f"no {prefix!r} line; stderr: {process.communicate()[1]}")
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_rageval_server_stops_everything_it_started(stop, tmp_path_factory):
+    """Ctrl-C (the first time, on a new folder) and SIGTERM (the second, restarting the same
+    cluster: what the team recorded is still there) stop PostgreSQL and the mlflow server."""
+    require_services()
+    restarted = "cli" in SERVER_FOLDERS
+    folder = SERVER_FOLDERS.setdefault("cli", service_folder())
+    port = free_port()
+    process = rageval("server", "--dir", folder, "--port", port)
+    line = wait_for_line(process, "tracking server on ")
+    assert line.startswith(f"tracking server on http://127.0.0.1:{port} (its own PostgreSQL in {folder / 'postgres'}")
+    started = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
+    postmaster = int((folder / "postgres" / "postmaster.pid").read_text().split()[0])
+    started.append(psutil.Process(postmaster))
+    tracker = Tracker(f"http://127.0.0.1:{port}")
+    if restarted:
+        assert tracker.client.get_experiment_by_name("kept-across-restarts") is not None
+    else:
+        tracker.experiment_id("kept-across-restarts")
+    process.send_signal(stop)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0 and "stopped" in err, out + err
+    gone, alive = psutil.wait_procs(started, timeout=10)
+    assert alive == [] and len(gone) >= 3  # the command, the server's worker, the postmaster
+    assert not (folder / "postgres" / "postmaster.pid").exists()
+    if restarted:
+        shutil.rmtree(SERVER_FOLDERS.pop("cli"), ignore_errors=True)
