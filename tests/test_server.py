@@ -165,40 +165,40 @@ def test_run_verify_compare_and_gate_against_the_server(mlflow_server):
 
 
 def test_two_concurrent_sweeps_into_one_server_lose_nothing(mlflow_server, tmp_path):
+    """Two teammates start the same four-member sweep into one new experiment at the same time."""
     uri, experiment = mlflow_server.tracking_uri, fresh_experiment("sweeps")
-    sweeps = []
-    for index, k1 in enumerate(((0.6, 0.9, 1.2, 1.5), (0.7, 1.0, 1.3, 1.6))):
-        path = tmp_path / f"s{index}.yaml"
-        body = {
-            "version": 1,
-            "name": f"server-{index}",
-            "base": str(BM25),
-            "split": "dev",
-            "workers": 2,
-            "grid": {"retrieval.stages.0.k1": list(k1)},
-        }
-        path.write_text(yaml.safe_dump(body, sort_keys=False))
-        sweeps.append(path)
+    grid = [0.6, 0.9, 1.2, 1.5]
+    path = tmp_path / "sweep.yaml"
+    body = {"version": 1, "name": "server", "base": str(BM25), "split": "dev", "workers": 2}
+    path.write_text(yaml.safe_dump({**body, "grid": {"retrieval.stages.0.k1": grid}}, sort_keys=False))
     # Both drivers create the same new experiment, their parents and their members at once.
-    processes = [rageval("sweep", path, "--tracking-uri", uri, "--experiment", experiment) for path in sweeps]
+    processes = [rageval("sweep", path, "--tracking-uri", uri, "--experiment", experiment) for _ in range(2)]
     results = [p.communicate(timeout=600) for p in processes]
     for process, (out, err) in zip(processes, results, strict=True):
         assert process.returncode == 0, out + err
-    parents = [re.search(r"^parent run ([0-9a-f]{32})", out, re.MULTILINE) for out, _ in results]
-    assert all(parents), results
+    found = [re.search(r"^parent run ([0-9a-f]{32})", out, re.MULTILINE) for out, _ in results]
+    parents = [f.group(1) for f in found if f]
+    assert len(parents) == 2, results
 
     tracker = Tracker(uri)
     (created,) = tracker.client.search_experiments(filter_string=f"name = '{experiment}'")
     runs = tracker.runs(experiment)
-    assert len(runs) == 2 + 2 * 4
-    assert {r.run_id for r in runs if "mlflow.parentRunId" not in r.tags} == {p.group(1) for p in parents if p}
+    assert len(runs) == 2 + 2 * len(grid)
+    assert {r.run_id for r in runs if "mlflow.parentRunId" not in r.tags} == set(parents)
     for parent in parents:
-        assert parent is not None
-        members = tracker.children(parent.group(1))
-        assert len(members) == 4 and all(m.experiment_id == created.experiment_id for m in members)
-        for info in [tracker.run(parent.group(1)), *members]:
+        members = tracker.children(parent)
+        assert len(members) == len(grid) and all(m.experiment_id == created.experiment_id for m in members)
+        for info in [tracker.run(parent), *members]:
             assert info.sealed and info.status == "FINISHED", info
             assert tracker.verify(info.run_id) == [], info.run_id
+    # Names stay unique although both clients named their runs at the same moment.
+    assert sorted(r.name for r in runs) == sorted(
+        [
+            f"{name}{suffix}"
+            for name in ["sweep server@dev", *(f"server/k1={k1}@dev" for k1 in grid)]
+            for suffix in ("", " #2")
+        ]
+    )
     assert tracker.client.search_runs(["0"]) == []  # nothing fell into Default
 
 
