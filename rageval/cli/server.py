@@ -15,10 +15,13 @@ from rageval.errors import RagevalError, TrackingError
 
 
 class _Stop(BaseException):
-    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt."""
+    """Ctrl-C or SIGTERM, raised in the main thread."""
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    # Once: a second Ctrl-C must not cut short the stopping of what was started.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise _Stop
 
 
@@ -48,7 +51,7 @@ def server(
     print the tracking URI; stop both on Ctrl-C or SIGTERM."""
     from rageval.workflows.server import tracking_server
 
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         with tracking_server(
             dir_, port=port, backend_store_uri=backend_store_uri, pg_user=pg_user, pg_bindir=pg_bindir
@@ -64,12 +67,13 @@ def server(
                 # A server that died is not left looking alive.
                 if not _alive(running.pids):
                     raise TrackingError(f"the tracking server stopped by itself; see {running.mlflow.log}")
-    except (KeyboardInterrupt, _Stop):
+    except _Stop:
         echo("stopped", err=True)
     except RagevalError as error:
         fail(error)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _alive(pids: list[int]) -> bool:

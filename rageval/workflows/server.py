@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rageval.errors import ConfigError, Problem, TrackingError
@@ -183,8 +183,8 @@ class Postgres:
 
     data_dir: Path
     port: int
-    password: str
-    pid: int
+    pid: int  # the postmaster's
+    password: str = field(repr=False)
 
     @property
     def uri(self) -> str:
@@ -425,9 +425,9 @@ class TrackingServer:
     """
 
     mlflow: MlflowServer
-    backend_store_uri: str
     postgres: Postgres | None
     started_s: float  # wall seconds from the call to the server answering
+    backend_store_uri: str = field(repr=False)  # it holds the password
 
     @property
     def tracking_uri(self) -> str:
@@ -465,4 +465,9 @@ def tracking_server(
         server = stack.enter_context(
             mlflow_server(backend_store_uri, folder / "artifacts", port=port, log=folder / "mlflow-server.log")
         )
-        yield TrackingServer(server, backend_store_uri, database, time.perf_counter() - started)
+        yield TrackingServer(
+            mlflow=server,
+            postgres=database,
+            started_s=time.perf_counter() - started,
+            backend_store_uri=backend_store_uri,
+        )
