@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -27,8 +26,6 @@ pytestmark = pytest.mark.server
 BM25 = ROOT / "params" / "bm25.yaml"
 POLICY = ROOT / "params" / "gates" / "release.yaml"
 runner = CliRunner()
-# The folder the two `rageval server` tests share (the second restarts the first one's cluster).
-SERVER_FOLDERS: dict[str, Path] = {}
 
 
 def invoke(*args: object):
@@ -215,13 +212,21 @@ def wait_for_line(process: subprocess.Popen[str], prefix: str, timeout_s: float 
     raise AssertionError(f"no {prefix!r} line; stderr: {process.communicate()[1]}")
 
 
+@pytest.fixture(scope="module")
+def server_folder():
+    """The folder the two `rageval server` tests share (the second restarts the first one's cluster)."""
+    folder = service_folder()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_rageval_server_stops_everything_it_started(stop, tmp_path_factory):
+def test_rageval_server_stops_everything_it_started(stop, server_folder):
     """Ctrl-C (the first time, on a new folder) and SIGTERM (the second, restarting the same
     cluster: what the team recorded is still there) stop PostgreSQL and the mlflow server."""
     require_services()
-    restarted = "cli" in SERVER_FOLDERS
-    folder = SERVER_FOLDERS.setdefault("cli", service_folder())
+    folder = server_folder
+    restarted = (folder / "postgres").exists()
     port = free_port()
     process = rageval("server", "--dir", folder, "--port", port)
     line = wait_for_line(process, "tracking server on ")
@@ -240,5 +245,3 @@ def test_rageval_server_stops_everything_it_started(stop, tmp_path_factory):
     gone, alive = psutil.wait_procs(started, timeout=10)
     assert alive == [] and len(gone) >= 3  # the command, the server's worker, the postmaster
     assert not (folder / "postgres" / "postmaster.pid").exists()
-    if restarted:
-        shutil.rmtree(SERVER_FOLDERS.pop("cli"), ignore_errors=True)
