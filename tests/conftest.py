@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from servers import mlflow_server  # noqa: F401  (the session's real tracking server, for any test)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "datasets"

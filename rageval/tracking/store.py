@@ -188,20 +188,24 @@ class Tracker:
         when the experiment already has a run of that name, so that names stay unique."""
         experiment_id = self.experiment_id(experiment)
         run = self.client.create_run(
-            experiment_id,
-            tags={**dict(tags), **owner_tags(), NAME_TAG: run_name},
-            run_name=self.unique_name(experiment_id, run_name),
+            experiment_id, tags={**dict(tags), **owner_tags(), NAME_TAG: run_name}, run_name=run_name
         )
         run_id = run.info.run_id
+        # Numbered after creating, by the order of creation: two clients of one server naming runs at
+        # once would both count the runs before either existed and take the same number.
+        numbered = self.unique_name(experiment_id, run_name, before=(run.info.start_time, run_id))
+        if numbered != run_name:
+            self.client.update_run(run_id, name=numbered)
         self.log_params(run_id, params)
         self._put(run_id, files or {})
         if dataset is not None:
             self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
         return run_id
 
-    def unique_name(self, experiment_id: str, name: str) -> str:
+    def unique_name(self, experiment_id: str, name: str, *, before: tuple[int, str] | None = None) -> str:
         """``name``, or ``name #n`` with n one more than the runs already given that name (by
-        :data:`NAME_TAG`, deleted runs too) in the experiment."""
+        :data:`NAME_TAG`, deleted runs too) in the experiment — with ``before`` (a run's start time
+        and ID), only those created before that run, in (start time, run ID) order."""
         from mlflow.entities import ViewType
 
         taken = 0
@@ -210,7 +214,12 @@ class Tracker:
             page = self.client.search_runs(
                 [experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=token
             )
-            taken += sum(1 for r in page if r.data.tags.get(NAME_TAG, r.info.run_name) == name)
+            taken += sum(
+                1
+                for r in page
+                if r.data.tags.get(NAME_TAG, r.info.run_name) == name
+                and (before is None or (r.info.start_time, r.info.run_id) < before)
+            )
             token = page.token
             if not token:
                 break
