@@ -33,6 +33,8 @@ COMMANDS = [
     "reproduce",
     "judge",
     "migrate-labels",
+    "server",
+    "online",
 ]
 
 
