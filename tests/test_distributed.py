@@ -31,11 +31,11 @@ BM25 = ROOT / "params" / "bm25.yaml"
 SLOW = 4  # seconds the victim's notebook sleeps: time to find and kill its worker
 
 
-@pytest.fixture(scope="module", params=["sqlite"])
-def tracking_uri(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Where the sweeps record: a sqlite file both worker processes write to. A server-backed
-    variant is one more param: ``"server"`` returning ``request.getfixturevalue("mlflow_server")``."""
-    return f"sqlite:///{tmp_path_factory.mktemp('dask-store') / 'mlflow.db'}"
+@pytest.fixture(scope="module")
+def tracking_uri(mlflow_server) -> str:
+    """Where the sweeps record: the PostgreSQL-backed ``mlflow server`` of tests/servers.py, as a team's
+    cluster would (experiments and the parent created by the driver, members written by the workers)."""
+    return mlflow_server.tracking_uri
 
 
 def sweep_file(folder: Path, variants: list[dict]) -> Path:
