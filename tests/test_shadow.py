@@ -58,8 +58,8 @@ def hand_log(path: Path) -> Path:
             "redaction": REDACTION,
             "segment": ["frequent"],
             "case_id": "q1",
-            "baseline": arm(["alpha", "gamma", "beta"], 10.0),
-            "candidate": arm(["gamma", "alpha", "beta"], 12.0),
+            "baseline": arm(["alpha", "gamma", "beta"], 10.0) | {"resources": {"cpu_ms": 4.0}},
+            "candidate": arm(["gamma", "alpha", "beta"], 12.0) | {"resources": {"cpu_ms": 6.5}},
             "principal": ["security"],
         },
         {
@@ -186,6 +186,8 @@ def test_figures_on_a_hand_made_log(tmp_path: Path, tiny: Path):
     # r1 is case q1 (judged: alpha only): gamma and beta are unjudged; r2 and r3 match no case
     assert o["matched_requests"] == 1 and o["unjudged_share"] == pytest.approx(2 / 3)
     assert set(analysis.unjudged["parent_id"]) == {"gamma", "beta"}
+    cpu = analysis.resources.set_index(["slice", "resource"]).loc[("all", "cpu_ms")]
+    assert (cpu["baseline_mean"], cpu["candidate_mean"], cpu["delta"]) == (4.0, 6.5, 2.5)  # where known: r1 only
     p95 = analysis.latency_row(0.95)
     assert p95["delta_ms"] == pytest.approx(
         pd.Series([12.0, 25, 31]).quantile(0.95) - pd.Series([10.0, 20, 30]).quantile(0.95)
@@ -213,7 +215,7 @@ RULES = ShadowRules(min_requests=50, min_rbo=0.8, max_top1_change=0.2, max_p95_r
     [
         (Faults(), {}),
         (Faults(rbo_drop=0.6), {"min rbo": "mean RBO_ext (p=0.9) 0.", "max top-1 change": "top-1 change rate 0."}),
-        (Faults(leaks=1), {"max leaks": "candidate results the asker may not see (sim-0-"}),
+        (Faults(leaks=1), {"max leaks": "candidate results the asker may not see (query "}),
         (Faults(latency_factor=1.6), {"max p95 ratio": "(95% CI "}),
         (Faults(candidate_errors=0.2), {"max error-rate delta": "error rate 0."}),
     ],
@@ -280,7 +282,10 @@ def test_cli_records_a_sealed_shadow_run_without_raw_query_text(tmp_path: Path, 
     assert info.tags["rageval.kind"] == "shadow" and info.tags["rageval.simulated"] == "false"
     assert info.tags["rageval.shadow.verdict"] == "fail"
     assert info.metrics["shadow/rbo_ext_mean"] == pytest.approx(0.725)
-    assert "shadow/latency/p95_delta_low" in info.metrics
+    assert "shadow/latency/p95_delta_low" in info.metrics and info.metrics["shadow/resource/cpu_ms/delta"] == 2.5
+    decision = json.loads(tracker.download(run_id, "decision.json", tmp_path / "dl").read_text())
+    assert decision["verdict"] == "fail" and decision["rbo"]["p"] == 0.9
+    assert [r["rule"] for r in decision["rules"] if r["verdict"] == "fail"] == ["min rbo", "max leaks"]
     # raw (here: the redacted) query text is nowhere in the store; its hash is
     stored = [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
     blob = b"".join(p.read_bytes() for p in stored)

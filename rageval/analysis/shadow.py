@@ -576,7 +576,10 @@ def decide_shadow(rules: ShadowRules, analysis: ShadowAnalysis) -> ShadowDecisio
             )
         )
     leaks = analysis.leaks
-    shown = ", ".join(f"{r} rank {k}" for r, k in zip(leaks["request_id"][:3], leaks["rank"][:3], strict=True))
+    # named by query hash: request IDs reach the store only where the import policy keeps them
+    shown = ", ".join(
+        f"query {h[:12]}… rank {k}" for h, k in zip(leaks["query_sha256"][:3], leaks["rank"][:3], strict=True)
+    )
     out.append(
         _at_most(
             "max leaks",

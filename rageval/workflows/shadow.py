@@ -129,7 +129,7 @@ def execute_shadow(
         "warnings": warnings,
     }
     files = {
-        "decision.json": json.dumps(record, indent=2, default=_plain).encode(),
+        "decision.json": json.dumps(_finite(record), indent=2, default=_plain, allow_nan=False).encode(),
         "import_policy.yaml": policy_bytes,
         **({"rules.yaml": Path(str(rules_file)).read_bytes()} if rules_file is not None else {}),
         **{f"pool/{split}/{POOL_FILE}": m.model_dump_json(indent=2).encode() for split, m in pools.items()},
@@ -252,6 +252,10 @@ def _metrics(analysis: ShadowAnalysis, decision: ShadowDecision | None) -> dict[
     for row in analysis.summary.iloc[1:].to_dict(orient="records"):
         for key in SLICE_METRICS:
             out[f"shadow/slice/{metric_key(row['slice'])}/{key}"] = row[key]
+    for row in analysis.resources.to_dict(orient="records"):
+        prefix = "shadow" if row["slice"] == ALL else f"shadow/slice/{metric_key(row['slice'])}"
+        for key in ("baseline_mean", "candidate_mean", "delta"):
+            out[f"{prefix}/resource/{metric_key(row['resource'])}/{key}"] = row[key]
     if decision is not None:
         out["passed"] = float(decision.passed)
         out["rules_failed"] = sum(r.verdict == "fail" for r in decision.rules)
@@ -270,6 +274,17 @@ def _note(label: str, analysis: ShadowAnalysis, decision: ShadowDecision | None)
         lines.append(f"\nVerdict: **{decision.verdict.upper()}**\n")
         lines += [f"- {r.verdict.upper()} {r.rule}: {r.reason}" for r in decision.rules]
     return "\n".join(lines)
+
+
+def _finite(value: Any) -> Any:
+    """NaN (a figure with no requests behind it) as JSON null: NaN is no JSON."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
 
 
 def _plain(value: Any) -> Any:
