@@ -508,85 +508,45 @@ class ShadowDecision:
         return pd.DataFrame([r.__dict__ for r in self.rules], columns=["rule", "verdict", "reason", "value", "limit"])
 
 
-def _at_most(rule: str, value: float, limit: float, what: str, fmt: str = ".3f") -> RuleResult:
-    ok = bool(value <= limit)
-    relation = "≤" if ok else ">"
+def _bound(rule: str, value: float, limit: float, what: str, fmt: str = ".3f", at_least: bool = False) -> RuleResult:
+    """``value`` held to ``limit`` (at most, or ``at_least``), the reason reading "what value ≤ limit"."""
+    ok = bool(value >= limit if at_least else value <= limit)
+    relation = ("≥" if ok else "<") if at_least else ("≤" if ok else ">")
     return RuleResult(rule, "pass" if ok else "fail", f"{what} {value:{fmt}} {relation} {limit:{fmt}}", value, limit)
 
 
 def decide_shadow(rules: ShadowRules, analysis: ShadowAnalysis) -> ShadowDecision:
     """PASS when every rule the section sets holds overall, FAIL with each failing rule's reason."""
     o = analysis.overall
-    out: list[RuleResult] = []
-    enough = o["compared"] >= rules.min_requests
-    out.append(
-        RuleResult(
-            "min requests",
-            "pass" if enough else "fail",
-            f"{o['compared']} of {o['requests']} requests compared (both arms answered), "
-            f"{'≥' if enough else '<'} {rules.min_requests}",
-            float(o["compared"]),
-            float(rules.min_requests),
-        )
-    )
+    compared = f"of {o['requests']} requests, those both arms answered:"
+    out = [_bound("min requests", float(o["compared"]), rules.min_requests, compared, ".0f", at_least=True)]
     if rules.min_rbo is not None:
-        value = float(o["rbo_ext_mean"])
-        ok = bool(value >= rules.min_rbo)
-        out.append(
-            RuleResult(
-                "min rbo",
-                "pass" if ok else "fail",
-                f"mean RBO_ext (p={analysis.p}) {value:.3f} {'≥' if ok else '<'} {rules.min_rbo:.3f}",
-                value,
-                rules.min_rbo,
-            )
-        )
+        what = f"mean RBO_ext (p={analysis.p})"
+        out.append(_bound("min rbo", float(o["rbo_ext_mean"]), rules.min_rbo, what, at_least=True))
     if rules.max_top1_change is not None:
-        out.append(
-            _at_most("max top-1 change", float(o["top1_change_rate"]), rules.max_top1_change, "top-1 change rate")
-        )
+        out.append(_bound("max top-1 change", float(o["top1_change_rate"]), rules.max_top1_change, "top-1 change rate"))
     p95 = analysis.latency_row(0.95)
     for key, limit, label, unit in (
         ("ratio", rules.max_p95_ratio, "max p95 ratio", "×"),
         ("delta", rules.max_p95_delta_ms, "max p95 delta", " ms"),
     ):
-        if limit is None:
-            continue
-        estimate = float(p95[f"{key}_ms" if key == "delta" else key])
-        upper = float(p95[f"{key}_high"])
-        value = upper if rules.latency_bound == "upper" else estimate
-        ok = bool(value <= limit)
-        out.append(
-            RuleResult(
-                label,
-                "pass" if ok else "fail",
-                f"p95 {key} {estimate:.3f}{unit} ({analysis.confidence:.0%} CI {float(p95[f'{key}_low']):.3f} to "
-                f"{upper:.3f}); the {rules.latency_bound} {value:.3f} {'≤' if ok else '>'} {limit:.3f}",
-                value,
-                limit,
+        if limit is not None:
+            estimate, low, high = (
+                float(p95[f"{key}{end}"]) for end in ("_ms" if key == "delta" else "", "_low", "_high")
             )
-        )
+            what = (
+                f"p95 {key} {estimate:.3f}{unit} ({analysis.confidence:.0%} CI {low:.3f} to {high:.3f}); "
+                f"the {rules.latency_bound}"
+            )
+            out.append(_bound(label, high if rules.latency_bound == "upper" else estimate, limit, what))
     if rules.max_error_rate_delta is not None:
-        out.append(
-            _at_most(
-                "max error-rate delta",
-                float(o["error_rate_delta"]),
-                rules.max_error_rate_delta,
-                f"error rate {o['candidate_error_rate']:.3f} vs {o['baseline_error_rate']:.3f}: delta",
-            )
-        )
+        what = f"error rate {o['candidate_error_rate']:.3f} vs {o['baseline_error_rate']:.3f}: delta"
+        out.append(_bound("max error-rate delta", float(o["error_rate_delta"]), rules.max_error_rate_delta, what))
     leaks = analysis.leaks
     # named by query hash: request IDs reach the store only where the import policy keeps them
     shown = ", ".join(
         f"query {h[:12]}… rank {k}" for h, k in zip(leaks["query_sha256"][:3], leaks["rank"][:3], strict=True)
     )
-    out.append(
-        _at_most(
-            "max leaks",
-            float(o["candidate_leaks"]),
-            float(rules.max_leaks),
-            "candidate results the asker may not see" + (f" ({shown})" if shown else ":"),
-            ".0f",
-        )
-    )
+    what = "candidate results the asker may not see" + (f" ({shown})" if shown else ":")
+    out.append(_bound("max leaks", float(o["candidate_leaks"]), rules.max_leaks, what, ".0f"))
     return ShadowDecision("pass" if all(r.verdict == "pass" for r in out) else "fail", out)
