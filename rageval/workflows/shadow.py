@@ -183,9 +183,9 @@ def execute_shadow(
     return ShadowOutcome(run_id, name, digest, analysis, decision, pools, simulated, warnings)
 
 
-def _frames(analysis: ShadowAnalysis, bench: Benchmark, split: str) -> dict[str, pd.DataFrame]:
+def _frames(unjudged: pd.DataFrame, bench: Benchmark, split: str) -> dict[str, pd.DataFrame]:
     cases = {c.queryId for c in bench.cases_for(split)}
-    frame = analysis.unjudged[analysis.unjudged["query_id"].isin(cases)]
+    frame = unjudged[unjudged["query_id"].isin(cases)]
     # one ranking per case, the first request of it logged: the pool's depth is then the candidate's k
     first = frame.drop_duplicates("query_id")[["query_id", "request_id"]]
     return {"shadow-candidate": frame.merge(first, on=["query_id", "request_id"]).drop(columns="request_id")}
@@ -197,18 +197,25 @@ def _pools(
     """One pool per split of the matched cases: the candidate's top-k items the benchmark never judged."""
     if analysis.unjudged.empty:
         return {}
-    passage = bench.spec.relevanceUnit == "passage"
-    chunked = analysis.unjudged["chunk_id"] != analysis.unjudged["parent_id"]
-    if passage and (chunking is None or not chunked.all()):
-        warnings.append(
-            "no judgment pool: the benchmark judges passages, and pooling needs the candidate's chunk IDs and its "
-            "chunking (give --candidate RUN or --chunking)"
-        )
-        return {}
-    splits = sorted({c.split for c in bench.cases if c.queryId in set(analysis.unjudged["query_id"])})
+    unjudged = analysis.unjudged
+    if bench.spec.relevanceUnit == "passage":
+        if chunking is None:
+            warnings.append(
+                "no judgment pool: the benchmark judges passages, and pooling needs the candidate's chunking "
+                "(give --candidate RUN or --chunking)"
+            )
+            return {}
+        whole = unjudged["chunk_id"] == unjudged["parent_id"]
+        if whole.any():
+            warnings.append(
+                f"{int(whole.sum())} unjudged candidate result(s) are whole documents, not chunks: a passage "
+                "benchmark cannot pool them"
+            )
+        unjudged = unjudged[~whole]
+    splits = sorted({c.split for c in bench.cases if c.queryId in set(unjudged["query_id"])})
     return {
         split: pool(
-            _frames(analysis, bench, split), bench, split, k, seed=seed, chunking=[chunking] if chunking else []
+            _frames(unjudged, bench, split), bench, split, k, seed=seed, chunking=[chunking] if chunking else []
         )
         for split in splits
     }
