@@ -185,7 +185,8 @@ def test_figures_on_a_hand_made_log(tmp_path: Path, tiny: Path):
     assert by_slice.loc["long-tail", "candidate_leaks"] == 1
     # r1 is case q1 (judged: alpha only): gamma and beta are unjudged; r2 and r3 match no case
     assert o["matched_requests"] == 1 and o["unjudged_share"] == pytest.approx(2 / 3)
-    assert set(analysis.unjudged["parent_id"]) == {"gamma", "beta"}
+    top = analysis.candidate_top
+    assert set(top.loc[~top["judged"], "parent_id"]) == {"gamma", "beta"} and top["judged"].sum() == 1
     cpu = analysis.resources.set_index(["slice", "resource"]).loc[("all", "cpu_ms")]
     assert (cpu["baseline_mean"], cpu["candidate_mean"], cpu["delta"]) == (4.0, 6.5, 2.5)  # where known: r1 only
     p95 = analysis.latency_row(0.95)
@@ -336,3 +337,35 @@ def test_cli_simulate_writes_a_labelled_log(tmp_path: Path, tiny: Path):
     records = read_log(out)
     assert len(records) == 30 and all(r.simulated for r in records)
     assert sum(r.candidate.ids[0] == "beta" and not r.principal for r in records) >= 2
+
+
+def test_a_passage_benchmark_pools_the_candidates_unjudged_chunks(tmp_path: Path, tiny: Path, store: str):
+    from rageval.benchmark.chunking import chunk_document
+    from rageval.benchmark.schema import ChunkingConfig
+    from rageval.tracking.store import Tracker
+    from rageval.workflows.shadow import execute_shadow
+
+    bench = load_benchmark(tiny)
+    chunking = ChunkingConfig()
+    chunks = {d: [c.chunk_id for c in chunk_document(bench.documents[d], chunking)] for d in ("alpha", "gamma")}
+    # q1 judges alpha's span 9–57: alpha's one chunk is judged, gamma's chunk is not
+    ids = [chunks["gamma"][0], *chunks["alpha"]]
+    rows = [
+        {
+            "request_id": "p1",
+            "time": "2026-11-30T10:00:00Z",
+            "query_sha256": sha256_text("publish retry cache"),  # q1's query: matched by its hash
+            "baseline": arm(ids[::-1], 5.0),
+            "candidate": arm([*ids, "gamma"], 6.0),  # a whole document cannot be pooled as a passage
+        }
+    ]
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    outcome = execute_shadow(
+        log, policy_file(tmp_path / "p.yaml"), tiny, tracker=Tracker(store), chunking=chunking, today=TODAY
+    )
+    assert outcome.analysis.per_request["case_id"].tolist() == ["q1"]
+    manifest = outcome.pools["dev"]
+    assert {i.documentId for i in manifest.items} == {"gamma"} and manifest.relevanceUnit == "passage"
+    assert any("1 unjudged candidate result(s) are whole documents" in w for w in outcome.warnings)
+    assert Tracker(store).verify(outcome.run_id) == []

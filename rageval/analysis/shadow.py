@@ -11,8 +11,10 @@ hashes reach the store, and redacted text only where the policy keeps ``query``.
 
 :func:`analyze_shadow` is pure: overall and per segment, RBO (:mod:`rageval.analysis.rbo`),
 Jaccard@k, top-1 change, latency quantile deltas with paired bootstrap intervals, error rates,
-resource use, permission leaks against the benchmark's ACLs, and the candidate's unjudged top-k
-as a rankings frame a judgment pool is built from.
+resource use, permission leaks against the benchmark's ACLs, and the candidate's top-k of
+requests matched to benchmark cases (a case named by ``case_id``, or one whose query has the
+request's hash): the share of it whose document the case never judged, and the rankings frame a
+judgment pool is built from.
 """
 
 from __future__ import annotations
@@ -253,7 +255,9 @@ class ShadowAnalysis:
     latency: pd.DataFrame
     resources: pd.DataFrame
     leaks: pd.DataFrame
-    unjudged: pd.DataFrame = field(repr=False)  # request_id + a rankings frame (query_id, rank, chunk_id, parent_id)
+    # the candidate's top-k of requests matched to cases: request_id, a rankings frame (query_id, rank,
+    # chunk_id, parent_id), and whether the case judged the document (a pool judges passages itself)
+    candidate_top: pd.DataFrame = field(repr=False)
     p: float = 0.9
     k: int = 10
     confidence: float = 0.95
@@ -309,7 +313,7 @@ def analyze_shadow(
             )
         )
     qrels = {case.queryId: {j.documentId for j in case.relevant} for case in benchmark.cases}
-    rows, leak_rows, unjudged_rows = [], [], []
+    rows, leak_rows, top_rows = [], [], []
     for record in records:
         base, cand = record.baseline, record.candidate
         compared = not base.failed and not cand.failed
@@ -325,17 +329,10 @@ def analyze_shadow(
         if case is not None:
             for rank, item in enumerate(top, 1):
                 parent = parent_of(item, documents)
-                if parent in documents and parent not in qrels[case.queryId]:
-                    unjudged += 1
-                    unjudged_rows.append(
-                        {
-                            "request_id": record.request_id,
-                            "query_id": case.queryId,
-                            "rank": rank,
-                            "chunk_id": item,
-                            "parent_id": parent,
-                        }
-                    )
+                if parent in documents:
+                    judged = parent in qrels[case.queryId]
+                    unjudged += not judged
+                    top_rows.append((record.request_id, case.queryId, rank, item, parent, judged))
         rows.append(
             {
                 "request_id": record.request_id,
@@ -376,7 +373,9 @@ def analyze_shadow(
         latency=pd.DataFrame(latency),
         resources=pd.DataFrame(resources, columns=["slice", "resource", "baseline_mean", "candidate_mean", "delta"]),
         leaks=pd.DataFrame(leak_rows, columns=["request_id", "query_sha256", "rank", "id"]),
-        unjudged=pd.DataFrame(unjudged_rows, columns=["request_id", "query_id", "rank", "chunk_id", "parent_id"]),
+        candidate_top=pd.DataFrame(
+            top_rows, columns=["request_id", "query_id", "rank", "chunk_id", "parent_id", "judged"]
+        ),
         p=p,
         k=k,
         confidence=confidence,

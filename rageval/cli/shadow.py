@@ -19,7 +19,7 @@ class _RecordByDefault(TyperGroup):
     no subcommand is the log."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and not args[0].startswith("-"):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
             args = ["record", *args]
         return super().parse_args(ctx, args)
 
@@ -50,7 +50,7 @@ def record(
     pool_out: Annotated[
         Path | None, typer.Option(help="write the judgment pool (pool.json + sheets) per split here")
     ] = None,
-    k: Annotated[int, typer.Option("-k", help="depth of Jaccard@k, leaks and the unjudged share")] = 10,
+    k: Annotated[int, typer.Option("-k", help="depth of Jaccard@k, the unjudged share and the pool")] = 10,
     p: Annotated[float, typer.Option("-p", help="RBO persistence")] = 0.9,
     resamples: Annotated[int, typer.Option(help="bootstrap resamples of the latency intervals")] = 2000,
     seed: Annotated[int, typer.Option(help="seed of the bootstrap and the pool's sheet order")] = 0,

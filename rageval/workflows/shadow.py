@@ -183,9 +183,9 @@ def execute_shadow(
     return ShadowOutcome(run_id, name, digest, analysis, decision, pools, simulated, warnings)
 
 
-def _frames(unjudged: pd.DataFrame, bench: Benchmark, split: str) -> dict[str, pd.DataFrame]:
+def _frames(top: pd.DataFrame, bench: Benchmark, split: str) -> dict[str, pd.DataFrame]:
     cases = {c.queryId for c in bench.cases_for(split)}
-    frame = unjudged[unjudged["query_id"].isin(cases)]
+    frame = top[top["query_id"].isin(cases)].drop(columns="judged")
     # one ranking per case, the first request of it logged: the pool's depth is then the candidate's k
     first = frame.drop_duplicates("query_id")[["query_id", "request_id"]]
     return {"shadow-candidate": frame.merge(first, on=["query_id", "request_id"]).drop(columns="request_id")}
@@ -194,31 +194,29 @@ def _frames(unjudged: pd.DataFrame, bench: Benchmark, split: str) -> dict[str, p
 def _pools(
     analysis: ShadowAnalysis, bench: Benchmark, chunking: ChunkingConfig | None, k: int, seed: int, warnings: list[str]
 ) -> dict[str, Pool]:
-    """One pool per split of the matched cases: the candidate's top-k items the benchmark never judged."""
-    if analysis.unjudged.empty:
-        return {}
-    unjudged = analysis.unjudged
+    """One pool per split of the matched cases: the candidate's top-k items the benchmark never
+    judged (at passage level, the chunks whose span no judgment covers: pool() decides)."""
+    top = analysis.candidate_top
     if bench.spec.relevanceUnit == "passage":
         if chunking is None:
-            warnings.append(
-                "no judgment pool: the benchmark judges passages, and pooling needs the candidate's chunking "
-                "(give --candidate RUN or --chunking)"
-            )
+            if not top.empty:
+                warnings.append(
+                    "no judgment pool: the benchmark judges passages, and pooling needs the candidate's chunking "
+                    "(give --candidate RUN or --chunking)"
+                )
             return {}
-        whole = unjudged["chunk_id"] == unjudged["parent_id"]
-        if whole.any():
+        whole = top["chunk_id"] == top["parent_id"]
+        if (whole & ~top["judged"]).any():
             warnings.append(
-                f"{int(whole.sum())} unjudged candidate result(s) are whole documents, not chunks: a passage "
-                "benchmark cannot pool them"
+                f"{int((whole & ~top['judged']).sum())} unjudged candidate result(s) are whole documents, not "
+                "chunks: a passage benchmark cannot pool them"
             )
-        unjudged = unjudged[~whole]
-    splits = sorted({c.split for c in bench.cases if c.queryId in set(unjudged["query_id"])})
-    return {
-        split: pool(
-            _frames(unjudged, bench, split), bench, split, k, seed=seed, chunking=[chunking] if chunking else []
-        )
-        for split in splits
+        top = top[~whole]
+    pools = {
+        split: pool(_frames(top, bench, split), bench, split, k, seed=seed, chunking=[chunking] if chunking else [])
+        for split in sorted({c.split for c in bench.cases if c.queryId in set(top["query_id"])})
     }
+    return {split: result for split, result in pools.items() if result.manifest.items}
 
 
 def _tables(analysis: ShadowAnalysis, records: list[ShadowRecord], policy: ImportPolicy) -> dict[str, pd.DataFrame]:
