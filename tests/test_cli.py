@@ -35,6 +35,7 @@ COMMANDS = [
     "migrate-labels",
     "server",
     "online",
+    "shadow",
 ]
 
 

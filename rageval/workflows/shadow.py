@@ -1,0 +1,298 @@
+"""``rageval shadow``: read a shadow log under its import policy, analyse it against a benchmark,
+decide it under shadow rules when given, and record everything as a sealed shadow run
+(``rageval.kind=shadow``). Only query hashes reach the store, and redacted text only where the
+policy keeps ``query``; the candidate's unjudged top-k becomes a judgment pool (``pool.json``
+recorded; with ``pool_out``, the whole pool with its sheets written for ``rageval judge import``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rageval.analysis.shadow import (
+    ALL,
+    ImportPolicy,
+    ShadowAnalysis,
+    ShadowDecision,
+    ShadowRecord,
+    analyze_shadow,
+    check_import_policy,
+    decide_shadow,
+    load_import_policy,
+    load_rules,
+    read_log,
+)
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.benchmark.schema import ChunkingConfig
+from rageval.config.load import config_from_yaml, flatten
+from rageval.hashing import sha256_bytes, sha256_file
+from rageval.judging import Pool, pool, write_pool
+from rageval.judging.schema import POOL_FILE, PoolManifest
+from rageval.paths import project_root
+from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.store import Tracker
+from rageval.validation import metric_key
+from rageval.workflows.guards import sealed_and_intact
+from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+
+# The figures each slice's summary row becomes as metrics (the rest stay in the tables).
+SLICE_METRICS = ("rbo_ext_mean", "jaccard_mean", "top1_change_rate", "error_rate_delta", "candidate_leaks")
+
+
+@dataclass(frozen=True)
+class ShadowOutcome:
+    run_id: str
+    experiment: str
+    sealed: str
+    analysis: ShadowAnalysis
+    decision: ShadowDecision | None
+    pools: dict[str, PoolManifest]
+    simulated: bool
+    warnings: list[str] = field(default_factory=list)
+
+
+def execute_shadow(
+    log_file: str | Path,
+    policy_file: str | Path | None,
+    benchmark: str | Path,
+    *,
+    tracker: Tracker,
+    rules_file: str | Path | None = None,
+    baseline_run: str | None = None,
+    candidate_run: str | None = None,
+    chunking: ChunkingConfig | None = None,
+    pool_out: str | Path | None = None,
+    experiment: str | None = None,
+    k: int = 10,
+    p: float = 0.9,
+    resamples: int = 2000,
+    seed: int = 0,
+    today: dt.date | None = None,
+) -> ShadowOutcome:
+    """Analyse a shadow log and record it as a sealed run (see the module's docstring)."""
+    policy = load_import_policy(policy_file, today or dt.date.today())  # refused first: no policy, no reading
+    log_file = Path(log_file)
+    records = read_log(log_file)
+    check_import_policy(records, policy, str(log_file))
+    rules = load_rules(rules_file) if rules_file is not None else None
+    bench = load_benchmark(benchmark)
+    runs = {
+        role: sealed_and_intact(tracker, run_id)
+        for role, run_id in (("baseline", baseline_run), ("candidate", candidate_run))
+        if run_id is not None
+    }
+    if chunking is None and candidate_run is not None and bench.spec.relevanceUnit == "passage":
+        chunking = config_from_yaml(tracker.run_artifacts(candidate_run).config_yaml).chunking
+    analysis = analyze_shadow(records, bench, k=k, p=p, resamples=resamples, seed=seed)
+    decision = decide_shadow(rules, analysis) if rules is not None else None
+    warnings: list[str] = []
+    pooled = _pools(analysis, bench, chunking, k, seed, warnings)
+    pools = {split: result.manifest for split, result in pooled.items()}
+    if pool_out is not None:
+        for split, result in pooled.items():
+            write_pool(result, Path(pool_out) / split)
+    simulated = any(r.simulated for r in records)
+    configs = {arm: sorted({c for r in records if (c := getattr(r, arm).config)}) for arm in ("baseline", "candidate")}
+    link = {
+        role: (runs[role].tags.get("rageval.config.label") or runs[role].tags.get("rageval.config.name", ""))
+        if role in runs
+        else ", ".join(configs[role])
+        for role in ("baseline", "candidate")
+    }
+    verdict = decision.verdict if decision is not None else "none"
+    name = experiment or bench.spec.name
+    policy_bytes = Path(str(policy_file)).read_bytes()
+    record = {
+        "verdict": verdict,
+        "simulated": simulated,
+        "log": {"file": log_file.name, "sha256": sha256_file(log_file), "requests": len(records)},
+        "import_policy": {
+            "name": policy.name,
+            "authorization": policy.authorization,
+            "redaction": policy.redaction.model_dump(),
+            "retention": str(policy.retention),
+            "keep": list(policy.keep),
+            "sha256": sha256_bytes(policy_bytes),
+        },
+        "rules": [r.__dict__ for r in decision.rules] if decision is not None else [],
+        "rbo": {"p": p, "forms": ["min", "res", "ext"], "rule_uses": "ext"},
+        "k": k,
+        "baseline": {"run_id": baseline_run, "config": link["baseline"]},
+        "candidate": {"run_id": candidate_run, "config": link["candidate"]},
+        "pools": {split: f"pool/{split}/{POOL_FILE}" for split in pools},
+        "warnings": warnings,
+    }
+    files = {
+        "decision.json": json.dumps(_finite(record), indent=2, default=_plain, allow_nan=False).encode(),
+        "import_policy.yaml": policy_bytes,
+        **({"rules.yaml": Path(str(rules_file)).read_bytes()} if rules_file is not None else {}),
+        **{f"pool/{split}/{POOL_FILE}": m.model_dump_json(indent=2).encode() for split, m in pools.items()},
+    }
+    label = "SIMULATED shadow log" if simulated else "shadow log"
+    run_id = tracker.create_run(
+        name,
+        f"shadow {link['candidate'] or 'candidate'} vs {link['baseline'] or 'baseline'} → {verdict}",
+        params={
+            "import_policy": policy.name,
+            "authorization": policy.authorization,
+            "retention": str(policy.retention),
+            "redaction": f"{policy.redaction.rules} {policy.redaction.version}",
+            "log_sha256": record["log"]["sha256"],
+            "requests": len(records),
+            "k": k,
+            "rbo_p": p,
+            "resamples": resamples,
+            "seed": seed,
+            **({f"rules.{key}": v for key, v in flatten(rules.model_dump(mode="json")).items()} if rules else {}),
+        },
+        tags={
+            **git_state(project_root()),
+            "rageval.version": RAGEVAL_VERSION,
+            "rageval.kind": "shadow",
+            "rageval.simulated": str(simulated).lower(),
+            "rageval.shadow.verdict": verdict,
+            "rageval.shadow.baseline.config": link["baseline"],
+            "rageval.shadow.candidate.config": link["candidate"],
+            **({"rageval.shadow.baseline": baseline_run, "rageval.baseline": baseline_run} if baseline_run else {}),
+            **({"rageval.shadow.candidate": candidate_run} if candidate_run else {}),
+            **{
+                f"rageval.role.{run_id}": role
+                for role, run_id in (("baseline", baseline_run), ("candidate", candidate_run))
+                if run_id
+            },
+            "rageval.benchmark.name": bench.spec.name,
+            "rageval.benchmark.version": bench.spec.version,
+            NOTE_TAG: _note(label, analysis, decision),
+            **({"rageval.warning.shadow": "\n".join(warnings)[:4000]} if warnings else {}),
+        },
+        files=files,
+    )
+    try:
+        tracker.log_tables(run_id, _tables(analysis, records, policy))
+        tracker.log_metrics(run_id, _metrics(analysis, decision))
+        digest = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return ShadowOutcome(run_id, name, digest, analysis, decision, pools, simulated, warnings)
+
+
+def _frames(top: pd.DataFrame, bench: Benchmark, split: str) -> dict[str, pd.DataFrame]:
+    cases = {c.queryId for c in bench.cases_for(split)}
+    frame = top[top["query_id"].isin(cases)].drop(columns="judged")
+    # one ranking per case, the first request of it logged: the pool's depth is then the candidate's k
+    first = frame.drop_duplicates("query_id")[["query_id", "request_id"]]
+    return {"shadow-candidate": frame.merge(first, on=["query_id", "request_id"]).drop(columns="request_id")}
+
+
+def _pools(
+    analysis: ShadowAnalysis, bench: Benchmark, chunking: ChunkingConfig | None, k: int, seed: int, warnings: list[str]
+) -> dict[str, Pool]:
+    """One pool per split of the matched cases: the candidate's top-k items the benchmark never
+    judged (at passage level, the chunks whose span no judgment covers: pool() decides)."""
+    top = analysis.candidate_top
+    if bench.spec.relevanceUnit == "passage":
+        if chunking is None:
+            if not top.empty:
+                warnings.append(
+                    "no judgment pool: the benchmark judges passages, and pooling needs the candidate's chunking "
+                    "(give --candidate RUN or --chunking)"
+                )
+            return {}
+        whole = top["chunk_id"] == top["parent_id"]
+        if (whole & ~top["judged"]).any():
+            warnings.append(
+                f"{int((whole & ~top['judged']).sum())} unjudged candidate result(s) are whole documents, not "
+                "chunks: a passage benchmark cannot pool them"
+            )
+        top = top[~whole]
+    pools = {
+        split: pool(_frames(top, bench, split), bench, split, k, seed=seed, chunking=[chunking] if chunking else [])
+        for split in sorted({c.split for c in bench.cases if c.queryId in set(top["query_id"])})
+    }
+    return {split: result for split, result in pools.items() if result.manifest.items}
+
+
+def _tables(analysis: ShadowAnalysis, records: list[ShadowRecord], policy: ImportPolicy) -> dict[str, pd.DataFrame]:
+    """The tables as recorded: hashes always; request IDs, principals, segments and redacted text
+    only where the policy keeps them."""
+    per_request = analysis.per_request.copy()
+    per_request["segment"] = per_request["segment"].map("; ".join)
+    by_id = {r.request_id: r for r in records}
+    if "query" in policy.keep:
+        per_request.insert(2, "query_redacted", per_request["request_id"].map(lambda i: by_id[i].query))
+    if "principal" in policy.keep:
+        per_request["principal"] = per_request["request_id"].map(lambda i: "; ".join(by_id[i].principal or ()))
+    if "segment" not in policy.keep:
+        per_request = per_request.drop(columns="segment")
+    leaks = analysis.leaks
+    if "request_id" not in policy.keep:
+        per_request = per_request.drop(columns="request_id")
+        leaks = leaks.drop(columns="request_id")
+    return {
+        "shadow_summary": analysis.summary,
+        "shadow_latency": analysis.latency,
+        "shadow_resources": analysis.resources,
+        "shadow_leaks": leaks,
+        "shadow_per_request": per_request,
+    }
+
+
+def _metrics(analysis: ShadowAnalysis, decision: ShadowDecision | None) -> dict[str, float]:
+    o = analysis.overall
+    out: dict[str, Any] = {f"shadow/{key}": value for key, value in o.items() if key != "slice"}
+    out[f"shadow/jaccard_at_{analysis.k}"] = out.pop("shadow/jaccard_mean")
+    for row in analysis.latency.to_dict(orient="records"):
+        q = f"p{round(row['quantile'] * 100)}"
+        prefix = "shadow/latency" if row["slice"] == ALL else f"shadow/slice/{metric_key(row['slice'])}/latency"
+        for key in ("delta_ms", "delta_low", "delta_high", "ratio", "ratio_low", "ratio_high"):
+            if key in row:
+                out[f"{prefix}/{q}_{key}"] = row[key]
+    for row in analysis.summary.iloc[1:].to_dict(orient="records"):
+        for key in SLICE_METRICS:
+            out[f"shadow/slice/{metric_key(row['slice'])}/{key}"] = row[key]
+    for row in analysis.resources.to_dict(orient="records"):
+        prefix = "shadow" if row["slice"] == ALL else f"shadow/slice/{metric_key(row['slice'])}"
+        for key in ("baseline_mean", "candidate_mean", "delta"):
+            out[f"{prefix}/resource/{metric_key(row['resource'])}/{key}"] = row[key]
+    if decision is not None:
+        out["passed"] = float(decision.passed)
+        out["rules_failed"] = sum(r.verdict == "fail" for r in decision.rules)
+    return {key: float(v) for key, v in out.items() if v is not None and not math.isnan(float(v))}
+
+
+def _note(label: str, analysis: ShadowAnalysis, decision: ShadowDecision | None) -> str:
+    o = analysis.overall
+    p95 = analysis.latency_row(0.95)
+    lines = [
+        f"**{label}**: {o['requests']} requests, {o['compared']} compared. Mean RBO_ext {o['rbo_ext_mean']:.3f} "
+        f"(p={analysis.p}), Jaccard@{analysis.k} {o['jaccard_mean']:.3f}, top-1 changed {o['top1_change_rate']:.1%}, "
+        f"p95 latency {p95.get('delta_ms', float('nan')):+.1f} ms, candidate leaks {o['candidate_leaks']}.",
+    ]
+    if decision is not None:
+        lines.append(f"\nVerdict: **{decision.verdict.upper()}**\n")
+        lines += [f"- {r.verdict.upper()} {r.rule}: {r.reason}" for r in decision.rules]
+    return "\n".join(lines)
+
+
+def _finite(value: Any) -> Any:
+    """NaN (a figure with no requests behind it) as JSON null: NaN is no JSON."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
