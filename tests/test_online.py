@@ -121,11 +121,11 @@ def test_the_example_policies_load():
 @pytest.mark.parametrize(
     ("change", "field", "words"),
     [
-        ({"authorization": None}, "authorization", "missing required key"),
+        ({"authorization": None}, "authorization", "no authorization is named"),
         ({"authorization": "approved by Jane on the phone"}, "authorization", "looks like text"),
         ({"redaction": None}, "redaction", "missing required key"),
         ({"redaction": {"rules": "presidio", "version": "1", "removed": ["jane@x.org"]}}, "redaction", "never the"),
-        ({"retention": "2026-11-30"}, "retention", "is past (today is 2026-12-01)"),
+        ({"retention": "2026-11-30"}, "retention", "past its retention date 2026-11-30 (today is 2026-12-01)"),
     ],
 )
 def test_an_import_policy_without_its_terms_is_refused(tmp_path: Path, change, field, words):

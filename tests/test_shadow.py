@@ -14,15 +14,8 @@ import yaml
 from conftest import write_tiny
 from typer.testing import CliRunner
 
-from rageval.analysis.shadow import (
-    ShadowRules,
-    analyze_shadow,
-    check_import_policy,
-    decide_shadow,
-    load_import_policy,
-    load_rules,
-    read_log,
-)
+from rageval.analysis.shadow import analyze_shadow, check_import_policy, load_import_policy, read_log
+from rageval.analysis.shadow_rules import ShadowRules, decide_shadow, load_rules
 from rageval.analysis.simulate_shadow import Faults, simulate_shadow, write_log
 from rageval.benchmark.loading import load_benchmark
 from rageval.errors import InputError, PolicyError

@@ -43,7 +43,7 @@ from pydantic import (
     model_validator,
 )
 
-from rageval.benchmark.provenance import Redaction, Reference
+from rageval.analysis.traffic import TrafficPolicy, load_traffic_policy
 from rageval.errors import InputError, PolicyError, Problem
 from rageval.io import read_jsonl, read_yaml
 from rageval.validation import Sha256, Strict, problems_from_validation
@@ -115,14 +115,8 @@ class OnlineEvent(Strict):
         return self
 
 
-class ImportPolicy(Strict):
+class ImportPolicy(TrafficPolicy):
     """``params/online/policy.yaml``: the terms under which a cohort's log may be analysed."""
-
-    version: Literal[1]
-    authorization: Reference = Field(description="the approval that allows this use, e.g. DPA-2026-014")
-    redaction: Redaction
-    retention: dt.date = Field(strict=False, description="the last day the log may be used")
-    access: list[Reference] | None = Field(default=None, min_length=1, description="who may see the raw log")
 
 
 class MetricDefinition(Strict):
@@ -183,28 +177,11 @@ def _model_problems(
     return problems_from_validation(exc, file=file, line=line, model=model, lines=lines)
 
 
-def load_import_policy(path: str | Path, today: dt.date) -> ImportPolicy:
-    """The import policy, refused when invalid or past its retention date."""
-    path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of policy keys"))
-    try:
-        policy = ImportPolicy.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(_model_problems(exc, str(path), None, ImportPolicy, lines)) from None
-    if policy.retention < today:
-        raise PolicyError(
-            Problem(
-                file=str(path),
-                line=lines.get(("retention",)),
-                field="retention",
-                message=f"the log's retention date {policy.retention} is past (today is {today}): it may no longer "
-                "be used",
-                fix="delete the log; or, where the authorization was renewed, record the new date",
-            )
-        )
-    return policy
+def load_import_policy(path: str | Path | None, today: dt.date) -> ImportPolicy:
+    """The import policy, refused when absent, without authorization or past its retention date."""
+    return load_traffic_policy(
+        path, today, model=ImportPolicy, what="an online cohort's log", example="params/online/policy.yaml"
+    )
 
 
 def load_metrics_policy(path: str | Path) -> MetricsPolicy:

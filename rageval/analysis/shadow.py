@@ -1,11 +1,11 @@
 """Shadow evidence: the log of a candidate run beside production on the same requests, the import
 policy that must allow its use, what the two arms' rankings show, and the rules a release holds
-them to (:func:`decide_shadow`).
+them to (:mod:`rageval.analysis.shadow_rules`).
 
 A shadow log (JSON lines or parquet) holds one :class:`ShadowRecord` per request: the query's
 sha256, or its *redacted* text with the redaction it went through; the principal's groups; for
 each arm (``baseline``, ``candidate``) the ranked IDs with scores, latency, error and resource use.
-The :class:`ImportPolicy` names the authorization, the redaction and the retention date; a log is
+The :class:`ImportPolicy` (a :class:`~rageval.analysis.traffic.TrafficPolicy`) names the authorization, the redaction and the retention date; a log is
 read only under one (:func:`check_import_policy`). Raw query text is never part of a record: only
 hashes reach the store, and redacted text only where the policy keeps ``query``.
 
@@ -27,18 +27,18 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, StrictBool, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic import Field, StrictBool, StrictStr, model_validator
 from scipy import stats
 
-from rageval.analysis.gate_policy import RuleResult
 from rageval.analysis.rbo import jaccard_at, rank_biased_overlap
+from rageval.analysis.traffic import TrafficPolicy, load_traffic_policy
 from rageval.benchmark.loading import Benchmark
-from rageval.benchmark.provenance import Redaction, Reference
+from rageval.benchmark.provenance import Redaction
 from rageval.benchmark.schema import Case, Document
 from rageval.errors import InputError, PolicyError, Problem
 from rageval.hashing import sha256_text
-from rageval.io import read_jsonl, read_yaml
-from rageval.validation import Sha256, Slug, Strict, problems_from_validation, shorten, valid_rows
+from rageval.io import read_jsonl
+from rageval.validation import Sha256, Slug, Strict, shorten, valid_rows
 
 ARMS = ("baseline", "candidate")
 # What an import policy may allow into the store besides hashes and figures (one list: docs, CLI).
@@ -170,58 +170,17 @@ def _without_nulls(value: Any) -> Any:
 # --------------------------------------------------------------------------- the import policy
 
 
-class ImportPolicy(Strict):
+class ImportPolicy(TrafficPolicy):
     """``params/shadow/policy.yaml``: the terms under which a shadow log may be read."""
 
-    version: Literal[1]
-    name: StrictStr
-    authorization: Reference | None = Field(default=None, description="the approval of this use of traffic")
-    redaction: Redaction = Field(description="the redaction applied to every logged query text")
-    retention: dt.date = Field(strict=False, description="the log may not be used after this date")
     keep: list[Keep] = Field(default_factory=list, description="what may be kept in the run's artifacts")
-    access: list[Reference] | None = Field(default=None, min_length=1, description="who may see the raw log")
 
 
 def load_import_policy(path: str | Path | None, today: dt.date) -> ImportPolicy:
     """The import policy, refused when absent, without authorization or past its retention date."""
-    if path is None:
-        raise PolicyError(
-            Problem(
-                file="--policy",
-                message="a shadow log is real users' traffic: it is read only under an import policy",
-                fix="give --policy params/shadow/policy.yaml naming the authorization, redaction and retention",
-            )
-        )
-    path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of policy keys"))
-    try:
-        policy = ImportPolicy.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(problems_from_validation(exc, file=str(path), model=ImportPolicy, lines=lines)) from None
-    if policy.authorization is None:
-        raise PolicyError(
-            Problem(
-                file=str(path),
-                line=1,
-                field="authorization",
-                message="no authorization is named: traffic is read only under an approval",
-                fix="add `authorization`: the reference of the approval (e.g. DPA-2026-014)",
-            )
-        )
-    if policy.retention < today:
-        raise PolicyError(
-            Problem(
-                file=str(path),
-                line=lines.get(("retention",)),
-                field="retention",
-                message=f"the log is past its retention date {policy.retention} (today is {today}): it may no "
-                "longer be used",
-                fix="delete the log, or record the new date where the authorization was renewed",
-            )
-        )
-    return policy
+    return load_traffic_policy(
+        path, today, model=ImportPolicy, what="a shadow log", example="params/shadow/policy.yaml"
+    )
 
 
 def check_import_policy(records: Sequence[ShadowRecord], policy: ImportPolicy, file: str) -> None:
@@ -460,92 +419,3 @@ def _resources(name: str, part: pd.DataFrame) -> list[dict[str, Any]]:
         c = part.get(f"candidate_res.{resource}", pd.Series(dtype=float)).mean()
         out.append({"slice": name, "resource": resource, "baseline_mean": b, "candidate_mean": c, "delta": c - b})
     return out
-
-
-# --------------------------------------------------------------------------- the rules
-
-
-class ShadowRules(Strict):
-    """What shadow evidence must show (``params/shadow/rules.yaml``, or the shadow section of a
-    release policy). An absent rule is not checked; permission leaks are always."""
-
-    version: Literal[1] = 1
-    name: StrictStr = "shadow"
-    min_requests: StrictInt = Field(default=1, ge=1, description="compared requests needed for any verdict")
-    min_rbo: float | None = Field(default=None, ge=0, le=1, description="lowest mean RBO_ext allowed")
-    max_top1_change: float | None = Field(default=None, ge=0, le=1, description="highest top-1 change rate")
-    max_p95_ratio: float | None = Field(default=None, gt=0, description="candidate p95 / baseline p95 at most")
-    max_p95_delta_ms: float | None = Field(default=None, description="candidate p95 − baseline p95 at most")
-    latency_bound: Literal["estimate", "upper"] = Field(
-        default="estimate", description="hold the point estimate, or the interval's upper bound, to the limit"
-    )
-    max_error_rate_delta: float | None = Field(default=None, ge=0, le=1, description="candidate − baseline")
-    max_leaks: StrictInt = Field(default=0, ge=0, description="candidate results the asker may not see")
-
-
-def load_rules(path: str | Path) -> ShadowRules:
-    path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of rule keys"))
-    try:
-        return ShadowRules.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(problems_from_validation(exc, file=str(path), model=ShadowRules, lines=lines)) from None
-
-
-@dataclass(frozen=True)
-class ShadowDecision:
-    verdict: Literal["pass", "fail"]
-    rules: list[RuleResult]
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict == "pass"
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame([r.__dict__ for r in self.rules], columns=["rule", "verdict", "reason", "value", "limit"])
-
-
-def _bound(rule: str, value: float, limit: float, what: str, fmt: str = ".3f", at_least: bool = False) -> RuleResult:
-    """``value`` held to ``limit`` (at most, or ``at_least``), the reason reading "what value ≤ limit"."""
-    ok = bool(value >= limit if at_least else value <= limit)
-    relation = ("≥" if ok else "<") if at_least else ("≤" if ok else ">")
-    return RuleResult(rule, "pass" if ok else "fail", f"{what} {value:{fmt}} {relation} {limit:{fmt}}", value, limit)
-
-
-def decide_shadow(rules: ShadowRules, analysis: ShadowAnalysis) -> ShadowDecision:
-    """PASS when every rule the section sets holds overall, FAIL with each failing rule's reason."""
-    o = analysis.overall
-    compared = f"of {o['requests']} requests, those both arms answered:"
-    out = [_bound("min requests", float(o["compared"]), rules.min_requests, compared, ".0f", at_least=True)]
-    if rules.min_rbo is not None:
-        what = f"mean RBO_ext (p={analysis.p})"
-        out.append(_bound("min rbo", float(o["rbo_ext_mean"]), rules.min_rbo, what, at_least=True))
-    if rules.max_top1_change is not None:
-        out.append(_bound("max top-1 change", float(o["top1_change_rate"]), rules.max_top1_change, "top-1 change rate"))
-    p95 = analysis.latency_row(0.95)
-    for key, limit, label, unit in (
-        ("ratio", rules.max_p95_ratio, "max p95 ratio", "×"),
-        ("delta", rules.max_p95_delta_ms, "max p95 delta", " ms"),
-    ):
-        if limit is not None:
-            estimate, low, high = (
-                float(p95[f"{key}{end}"]) for end in ("_ms" if key == "delta" else "", "_low", "_high")
-            )
-            what = (
-                f"p95 {key} {estimate:.3f}{unit} ({analysis.confidence:.0%} CI {low:.3f} to {high:.3f}); "
-                f"the {rules.latency_bound}"
-            )
-            out.append(_bound(label, high if rules.latency_bound == "upper" else estimate, limit, what))
-    if rules.max_error_rate_delta is not None:
-        what = f"error rate {o['candidate_error_rate']:.3f} vs {o['baseline_error_rate']:.3f}: delta"
-        out.append(_bound("max error-rate delta", float(o["error_rate_delta"]), rules.max_error_rate_delta, what))
-    leaks = analysis.leaks
-    # named by query hash: request IDs reach the store only where the import policy keeps them
-    shown = ", ".join(
-        f"query {h[:12]}… rank {k}" for h, k in zip(leaks["query_sha256"][:3], leaks["rank"][:3], strict=True)
-    )
-    what = "candidate results the asker may not see" + (f" ({shown})" if shown else ":")
-    out.append(_bound("max leaks", float(o["candidate_leaks"]), rules.max_leaks, what, ".0f"))
-    return ShadowDecision("pass" if all(r.verdict == "pass" for r in out) else "fail", out)

@@ -19,15 +19,13 @@ from rageval.analysis.shadow import (
     ALL,
     ImportPolicy,
     ShadowAnalysis,
-    ShadowDecision,
     ShadowRecord,
     analyze_shadow,
     check_import_policy,
-    decide_shadow,
     load_import_policy,
-    load_rules,
     read_log,
 )
+from rageval.analysis.shadow_rules import ShadowDecision, decide_shadow, load_rules
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.benchmark.schema import ChunkingConfig
 from rageval.config.load import config_from_yaml, flatten
