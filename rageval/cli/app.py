@@ -4,7 +4,7 @@ into :mod:`rageval.workflows` or a pure package)."""
 from __future__ import annotations
 
 # Importing a command group registers its commands on the app.
-from rageval.cli import benchmark, checkout, compare, judge, metrics, runs  # noqa: F401
+from rageval.cli import benchmark, checkout, compare, judge, metrics, queries, runs  # noqa: F401
 from rageval.cli.common import app
 
 
