@@ -286,6 +286,7 @@ def build_query_set(rows: Sequence[LogRow], policy: QueryPolicy, salt: str | Non
     matches: Counter[str] = Counter()
     queries_redacted: Counter[str] = Counter()
     dropped: Counter[str] = Counter()
+    hashes: dict[str, str] = {}  # one HMAC per distinct ID
     for row in rows:
         result = redact(row.query)
         kept = {name: redact(value) for name, value in row.kept.items()}
@@ -304,7 +305,9 @@ def build_query_set(rows: Sequence[LogRow], policy: QueryPolicy, salt: str | Non
         entry.removed.update(result.removed)
         for role, value in (("users", row.user), ("sessions", row.session)):
             if value is not None:
-                getattr(entry, role).add(salted_hash(value, salt) if salt else value)
+                if salt and value not in hashes:
+                    hashes[value] = salted_hash(value, salt)
+                getattr(entry, role).add(hashes[value] if salt else value)
         for name, redacted in kept.items():
             entry.kept.setdefault(name, set()).add(redacted.text)
     ordered = sorted(entries.values(), key=lambda e: (-e.count, e.queryId))
@@ -353,9 +356,11 @@ def cluster(entries: Sequence[QueryEntry], threshold: float) -> int:
     for i, tokens in enumerate(sets):
         ranked = sorted(tokens, key=lambda t: (df[t], t))
         prefix = ranked[: len(ranked) - math.ceil(threshold * len(ranked)) + 1] if ranked else []
-        candidates = {j for token in prefix for j in index.get(token, ())}
+        # and sets that reach it differ in size by at most the factor t
+        low, high = threshold * len(tokens), len(tokens) / threshold
+        candidates = {j for token in prefix for j in index.get(token, ()) if low <= len(sets[j]) <= high}
         for j in candidates:
-            if len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= threshold:
+            if root(i) != root(j) and len(tokens & sets[j]) / len(tokens | sets[j]) >= threshold:
                 parent[root(i)] = root(j)
         for token in prefix:
             index.setdefault(token, []).append(i)
@@ -388,11 +393,16 @@ def query_lines(entries: Iterable[QueryEntry], policy: QueryPolicy) -> list[dict
     """The query set's JSON lines (``queries.jsonl``); each provenance block validated."""
     out = []
     hashed = policy.identifiers.mode == "salted-hash"
+    # Queries removed of the same types and first seen the same day share one block: built and checked once.
+    blocks: dict[tuple[tuple[str, ...], dt.date], dict[str, Any]] = {}
     for entry in entries:
-        provenance = provenance_of(entry, policy)
-        problems = provenance_problems(provenance, file="queries.jsonl", line=None, field="provenance")
-        if problems:
-            raise PolicyError(problems)
+        key = (tuple(sorted(entry.removed)), entry.firstSeen.date())
+        if key not in blocks:
+            provenance = provenance_of(entry, policy)
+            problems = provenance_problems(provenance, file="queries.jsonl", line=None, field="provenance")
+            if problems:
+                raise PolicyError(problems)
+            blocks[key] = provenance.model_dump(mode="json", exclude_none=True)
         out.append(
             {
                 "queryId": entry.queryId,
@@ -408,7 +418,7 @@ def query_lines(entries: Iterable[QueryEntry], policy: QueryPolicy) -> list[dict
                 "clusterSize": entry.clusterSize,
                 "redacted": dict(sorted(entry.removed.items())),
                 **({"fields": {k: sorted(v) for k, v in sorted(entry.kept.items())}} if entry.kept else {}),
-                "provenance": provenance.model_dump(mode="json", exclude_none=True),
+                "provenance": blocks[key],
             }
         )
     return out
