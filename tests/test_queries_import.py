@@ -18,6 +18,7 @@ from rageval.benchmark.redaction import Redactor, iban_valid, luhn, residual
 from rageval.benchmark.schema import Case
 from rageval.cli.app import app
 from rageval.errors import BenchmarkError, PolicyError
+from rageval.retrieval.schema import BM25Config
 from rageval.tracking.store import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,6 +211,62 @@ def test_output_is_a_query_set_with_bands_clusters_and_valid_provenance(tmp_path
     assert top["provenance"]["retention"] == "2027-09-21"  # 365 days after first seen
     cases = [Case.model_validate(json.loads(x)) for x in (tmp_path / "out" / "cases.jsonl").read_text().splitlines()]
     assert len(cases) == len(lines) and all(c.relevant == [] and c.split == "dev" for c in cases)
+
+
+def test_imported_cases_join_a_new_version_and_are_pooled(tmp_path, monkeypatch):
+    """The documented next step: the draft cases go into a new version's dev split, which validates;
+    a BM25 ranking of them is pooled, the sheet showing the redacted query."""
+    import shutil
+
+    import pandas as pd
+    from conftest import DEMO
+
+    from rageval.benchmark.chunking import chunk_corpus
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.benchmark.migration import load_chunking
+    from rageval.judging import pool
+    from rageval.retrieval import BM25Stage, Corpus, Query
+
+    shutil.copytree(DEMO, tmp_path / "demo")
+    log = _write_log(
+        tmp_path / "log.jsonl",
+        [
+            {"query": "move organisation to the Frankfurt region", "time": "2026-11-01", "count": 12},
+            {"query": "data residency question from ops.lead@example.com", "time": "2026-11-02"},
+        ],
+    )
+    result, _ = _import(tmp_path, monkeypatch, "--corpus-version", "docs-2026-08-01", log=log)
+    assert result.exit_code == 0, result.output
+    cli = CliRunner()
+    assert cli.invoke(app, ["benchmark", "new-version", "demo", "--version", "1.1.0", "--out", "v11"]).exit_code == 0
+    drafts = (tmp_path / "out" / "cases.jsonl").read_text()
+    with (tmp_path / "v11" / "cases.jsonl").open("a") as handle:
+        handle.write(drafts)
+    ids = [json.loads(line)["queryId"] for line in drafts.splitlines()]
+    changed = cli.invoke(
+        app,
+        ["benchmark", "log-change", "v11", "added", *sum((["--case", i] for i in ids), [])]
+        + ["--reason", "query import"],
+    )
+    assert changed.exit_code == 0, changed.output
+    assert cli.invoke(app, ["benchmark", "hash", "v11", "--write"]).exit_code == 0
+    validated = cli.invoke(app, ["benchmark", "validate", "v11"])
+    assert validated.exit_code == 0, validated.output
+
+    benchmark = load_benchmark(tmp_path / "v11")
+    chunking = load_chunking(ROOT / "params" / "bm25.yaml")
+    corpus = Corpus(chunks=chunk_corpus(benchmark.documents.values(), chunking), documents=benchmark.documents)
+    stage = BM25Stage(BM25Config(type="bm25"), corpus)
+    queries = {case.queryId: case.query for case in benchmark.cases}
+    rows = [
+        (i, rank, hit.chunk_id, corpus.by_id(hit.chunk_id).parent_id)
+        for i in ids
+        for rank, hit in enumerate(stage(Query(i, queries[i])), start=1)
+    ]
+    frame = pd.DataFrame(rows, columns=["query_id", "rank", "chunk_id", "parent_id"])
+    pooled = pool({"bm25": frame}, benchmark, "dev", 3, chunking=chunking)
+    assert {item.queryId for item in pooled.manifest.items} == set(ids)
+    assert "data residency question from <EMAIL>" in {row.query for row in pooled.sheet}
 
 
 def test_log_errors_name_file_line_and_field_never_the_value(tmp_path):
