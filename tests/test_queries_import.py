@@ -416,3 +416,14 @@ def test_no_generated_secret_survives_redaction_and_the_residual_check():
             survived.append(query)
     assert survived == []
     assert dropped == 0  # measured: every one is taken by its own detector (docs/queries.md)
+
+
+def test_the_docs_name_every_detector_and_policy_key():
+    from rageval.benchmark.querylog import QueryPolicy
+    from rageval.benchmark.redaction import DETECTORS, TOKENS
+    from rageval.validation import allowed_keys
+
+    text = (ROOT / "docs" / "queries.md").read_text()
+    assert all(f"`{name}`" in text and TOKENS[name] in text for name in DETECTORS)
+    keys = {key for path, names in allowed_keys(QueryPolicy).items() for key in names if path != "redaction.tokens"}
+    assert {key for key in keys if key not in text} == set()
