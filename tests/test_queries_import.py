@@ -4,6 +4,7 @@ them in the output, the record or the store; no authorization, no import; IDs sa
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -47,6 +48,14 @@ USERS = ["alice.raw.user", "bob-raw-7731"]
 SESSIONS = ["sess-raw-abc", "sess-raw-def"]
 
 
+# Log times relative to today, so that the shipped policy's 365 days of retention never run out.
+BASE = dt.datetime.combine(dt.date.today() - dt.timedelta(days=60), dt.time(10), dt.UTC)
+
+
+def _at(days: float) -> str:
+    return (BASE + dt.timedelta(days=days)).isoformat().replace("+00:00", "Z")
+
+
 def _rows() -> list[dict]:
     texts = [
         f"password reset mail not arriving at {SECRETS['email'][0]}",
@@ -65,15 +74,20 @@ def _rows() -> list[dict]:
         f"card {RESIDUE['digit-run']} declined",
         f"token {RESIDUE['long-token']} rejected",
     ]
-    rows = [
-        {"query": t, "time": f"2026-11-{i + 1:02d}T10:00:00Z", "user": USERS[i % 2], "session": SESSIONS[i % 2]}
-        for i, t in enumerate(texts)
-    ]
+    rows = [{"query": t, "time": _at(i), "user": USERS[i % 2], "session": SESSIONS[i % 2]} for i, t in enumerate(texts)]
     # A frequent query and its near duplicates, spread over days and users.
     for i, text in enumerate(["how to reset password", "How to reset password?", "how to reset my password"]):
-        rows.append({"query": text, "time": f"2026-10-0{i + 1}", "count": 6, "user": USERS[0], "locale": "en"})
-    rows.append({"query": "how to reset password", "time": 1790000000, "count": 2, "user": USERS[1], "extra": "x"})
+        day = (BASE.date() - dt.timedelta(days=10 - i)).isoformat()  # a date alone: midnight UTC
+        rows.append({"query": text, "time": day, "count": 6, "user": USERS[0], "locale": "en"})
+    epoch = int((BASE - dt.timedelta(days=20, hours=3)).timestamp())  # epoch seconds
+    rows.append({"query": "how to reset password", "time": epoch, "count": 2, "user": USERS[1], "extra": "x"})
+    # Past its retention (365 days after it was first seen) already: dropped and counted.
+    rows.append({"query": "an old question", "time": _at(-60 - 400)})
     return rows
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.isoformat().replace("+00:00", "Z")
 
 
 def _write_log(path: Path, rows: list[dict]) -> Path:
@@ -150,6 +164,7 @@ def test_a_residual_secret_like_query_is_dropped_and_counted(tmp_path, monkeypat
     record = json.loads((tmp_path / "out" / "import.json").read_text())
     assert record["dropped_by_reason"] == {"digit-run": 1, "long-token": 1}
     assert record["rows_dropped_residual"] == 2
+    assert record["queries_expired"] == 1 and "an old question" not in (tmp_path / "out" / "queries.jsonl").read_text()
     metrics = Tracker(store).run(_run_id(result.output)).metrics
     assert metrics["dropped/digit-run"] == 1 and metrics["dropped/long-token"] == 1
     texts = (tmp_path / "out" / "queries.jsonl").read_text()
@@ -196,7 +211,9 @@ def test_output_is_a_query_set_with_bands_clusters_and_valid_provenance(tmp_path
     top = by_text["how to reset password"]
     assert top["count"] == 8 and top["frequency"] == "torso" and top["users"] == 2
     # First seen at the epoch-seconds row, last at the date-only row (read as midnight UTC).
-    assert (top["firstSeen"], top["lastSeen"]) == ("2026-09-21T14:13:20Z", "2026-10-01T00:00:00Z")
+    first = BASE - dt.timedelta(days=20, hours=3)
+    last = dt.datetime.combine(BASE.date() - dt.timedelta(days=10), dt.time(0), dt.UTC)
+    assert (top["firstSeen"], top["lastSeen"]) == (_iso(first), _iso(last))
     assert top["fields"] == {"locale": ["en"]}
     # Normalised-equal and Jaccard 0.8 variants join the most issued one's cluster.
     for text in ("How to reset password?", "how to reset my password"):
@@ -208,7 +225,7 @@ def test_output_is_a_query_set_with_bands_clusters_and_valid_provenance(tmp_path
         assert provenance_problems(provenance, file="q", line=None, field="provenance") == []
         assert provenance.authorization == "DPA-2026-014" and provenance.source == "search-log"
     assert by_text["iban <IBAN> wrong"]["provenance"]["redaction"]["types"] == ["iban"]
-    assert top["provenance"]["retention"] == "2027-09-21"  # 365 days after first seen
+    assert top["provenance"]["retention"] == (first.date() + dt.timedelta(days=365)).isoformat()
     cases = [Case.model_validate(json.loads(x)) for x in (tmp_path / "out" / "cases.jsonl").read_text().splitlines()]
     assert len(cases) == len(lines) and all(c.relevant == [] and c.split == "dev" for c in cases)
 
@@ -231,8 +248,8 @@ def test_imported_cases_join_a_new_version_and_are_pooled(tmp_path, monkeypatch)
     log = _write_log(
         tmp_path / "log.jsonl",
         [
-            {"query": "move organisation to the Frankfurt region", "time": "2026-11-01", "count": 12},
-            {"query": "data residency question from ops.lead@example.com", "time": "2026-11-02"},
+            {"query": "move organisation to the Frankfurt region", "time": _at(0), "count": 12},
+            {"query": "data residency question from ops.lead@example.com", "time": _at(1)},
         ],
     )
     result, _ = _import(tmp_path, monkeypatch, "--corpus-version", "docs-2026-08-01", log=log)
@@ -427,3 +444,22 @@ def test_the_docs_name_every_detector_and_policy_key():
     assert all(f"`{name}`" in text and TOKENS[name] in text for name in DETECTORS)
     keys = {key for path, names in allowed_keys(QueryPolicy).items() for key in names if path != "redaction.tokens"}
     assert {key for key in keys if key not in text} == set()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"authorization": "jane.doe@example.com"}, "looks like text, not a reference"),
+        ({"redaction": {"tokens": {"email": "<EMAIL-1234567890>"}}}, "looks secret-like itself"),
+        ({"redaction": {"version": "0"}}, "rageval applies rageval-regex version 1"),
+        ({"retention": {}}, "give `until: YYYY-MM-DD` or `days: N`"),
+        ({"frequency": {"frequent_min_count": 2, "long_tail_max_count": 2}}, "must be below"),
+    ],
+)
+def test_a_policy_is_checked_field_by_field(tmp_path, change, message):
+    policy = {**yaml.safe_load(POLICY.read_text()), **change}
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    with pytest.raises(PolicyError, match=re.escape(message)) as error:
+        load_query_policy(path)
+    assert error.value.problems[0].field.split(".")[0] == next(iter(change))

@@ -41,6 +41,16 @@ class RedactionRules(Strict):
     tokens: dict[Detector, StrictStr] = Field(default_factory=dict, description="replacement tokens, e.g. <EMAIL>")
 
     @model_validator(mode="after")
+    def _plain_tokens(self) -> RedactionRules:
+        for name, token in self.tokens.items():
+            if not token.strip() or residual(token) is not None:
+                raise ValueError(
+                    f"the token for {name} is empty or looks secret-like itself (the residual check would drop "
+                    "every query it replaces in): use a word in angle brackets, e.g. <EMAIL>"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _this_rule_set(self) -> RedactionRules:
         if (self.rules, self.version) != (RULES, RULES_VERSION):
             raise ValueError(
@@ -277,8 +287,11 @@ def query_id(text: str) -> str:
     return "q" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def build_query_set(rows: Sequence[LogRow], policy: QueryPolicy, salt: str | None = None) -> QuerySet:
-    """Redact, check for residue, aggregate, band and cluster; ``counts`` is the import's record."""
+def build_query_set(
+    rows: Sequence[LogRow], policy: QueryPolicy, salt: str | None = None, today: dt.date | None = None
+) -> QuerySet:
+    """Redact, check for residue, aggregate, band and cluster; ``counts`` is the import's record.
+    A query whose retention date is already past (``today``) is dropped and counted: it may not be used."""
     if policy.identifiers.mode == "salted-hash" and not salt:
         raise ValueError("salted-hash needs a salt")
     redact = Redactor(policy.redaction.detectors, policy.redaction.tokens)
@@ -310,7 +323,9 @@ def build_query_set(rows: Sequence[LogRow], policy: QueryPolicy, salt: str | Non
                 getattr(entry, role).add(hashes[value] if salt else value)
         for name, redacted in kept.items():
             entry.kept.setdefault(name, set()).add(redacted.text)
-    ordered = sorted(entries.values(), key=lambda e: (-e.count, e.queryId))
+    today = today or dt.date.today()
+    live = [e for e in entries.values() if policy.retention.date_for(e.firstSeen) >= today]
+    ordered = sorted(live, key=lambda e: (-e.count, e.queryId))
     for entry in ordered:
         entry.band = policy.frequency.band(entry.count)
     clusters = cluster(ordered, policy.near_duplicates.jaccard)
@@ -320,6 +335,7 @@ def build_query_set(rows: Sequence[LogRow], policy: QueryPolicy, salt: str | Non
         "dropped_by_reason": dict(sorted(dropped.items())),
         "redactions_by_type": {name: matches[name] for name in redact.detectors},
         "queries_redacted_by_type": {name: queries_redacted[name] for name in redact.detectors},
+        "queries_expired": len(entries) - len(live),
         "queries": len(ordered),
         "issued": sum(e.count for e in ordered),
         "bands": {band: sum(e.band == band for e in ordered) for band in ("frequent", "torso", "long-tail")},

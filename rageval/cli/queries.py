@@ -49,6 +49,7 @@ def queries_import(
     echo(f"redacted: {removed}")
     dropped = ", ".join(f"{reason} {n}" for reason, n in record["dropped_by_reason"].items()) or "none"
     echo(f"dropped (still secret-like after redaction): {record['rows_dropped_residual']} ({dropped})")
+    echo(f"dropped (past their retention date already): {record['queries_expired']}")
     echo("bands: " + ", ".join(f"{band} {n}" for band, n in record["bands"].items()))
     for name, path in outcome.files.items():
         echo(f"{name}: {path}")

@@ -144,6 +144,7 @@ def _record(
         **{f"redactions/{name}": n for name, n in record["redactions_by_type"].items()},
         **{f"queries_redacted/{name}": n for name, n in record["queries_redacted_by_type"].items()},
         **{f"dropped/{reason}": n for reason, n in record["dropped_by_reason"].items()},
+        "queries_expired": record["queries_expired"],
         **{f"band/{band}": n for band, n in record["bands"].items()},
     }
     run_id = tracker.create_run(
