@@ -8,7 +8,7 @@
     │   ├── ConfigError            a run configuration (params/*.yaml or --set) is invalid
     │   ├── ParameterError         notebook parameters do not match its `parameters` cell
     │   ├── MeasureError           a measure string cannot be parsed
-    │   └── PolicyError            a gate or online policy file is invalid or names what runs lack
+    │   └── PolicyError            a gate, online, shadow or query-import policy file is invalid or names what runs lack
     ├── EvaluationError            a ranking cannot be evaluated as asked (duplicates, ...)
     ├── NotebookExecutionError     a cell raised while a run's notebook executed
     ├── ComparisonError            runs cannot be compared or gated (unsealed, not comparable, wrong split)

@@ -36,6 +36,7 @@ COMMANDS = [
     "server",
     "online",
     "shadow",
+    "queries",
 ]
 
 
