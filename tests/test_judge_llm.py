@@ -278,26 +278,18 @@ def test_openai_compatible_judge_against_a_local_server(world, monkeypatch):
 
         manifest = json.loads((world["pool"] / "pool.json").read_text())
         documents = {d["id"]: d["text"] for d in world["documents"]}
-        others = [i for i in manifest["items"] if i["documentId"] != world["target"].documentId]
-        by_doc = {}
-        for item in others:
-            by_doc.setdefault(item["documentId"], item)
+        shown = {i["itemId"]: documents[i["documentId"]][i["start"] : i["end"]] for i in manifest["items"]}
 
-        def unique(item):
-            try:
-                return word(item)
-            except StopIteration:
-                return None
+        def own_word(item):  # a word of this item's passage that no other pooled passage holds
+            rest = [t for key, t in shown.items() if key != item["itemId"]]
+            return next(
+                (w for w in re.findall(r"\w{6,}", shown[item["itemId"]]) if all(w not in t for t in rest)), None
+            )
 
-        chosen = [item for item in by_doc.values() if unique(item)][:3]
-        assert len(chosen) == 3, "the pool lacks three documents with a word of their own"
-        malformed, slow, bad = chosen
-
-        def word(item):  # a word of the item's passage that no other document holds
-            shown = documents[item["documentId"]][item["start"] : item["end"]]
-            others = [t for d, t in documents.items() if d != item["documentId"]]
-            return next(w for w in re.findall(r"\w{6,}", shown) if all(w not in t for t in others))
-
+        candidates = [i for i in manifest["items"] if i["itemId"] != world["target"].itemId and own_word(i)]
+        assert len(candidates) >= 3, "the pool lacks three passages with a word of their own"
+        malformed, slow, bad = candidates[:3]
+        word = own_word
         service.malformed, service.slow, service.bad_span = {word(malformed)}, {word(slow)}, {word(bad)}
         service.requests.clear()
         done = execute_prelabel(

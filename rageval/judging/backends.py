@@ -173,6 +173,9 @@ class ChatBackend:
         self.client = client or httpx.Client(headers=headers, timeout=judge.config.limits.timeout_s)
         self.url = backend.base_url.rstrip("/") + "/chat/completions"
 
+    def close(self) -> None:
+        self.client.close()
+
     def __call__(self, item: Item, sample: int) -> Sample:
         config = self.judge.config
         decoding = config.decoding.model_dump(exclude_none=True)

@@ -136,7 +136,7 @@ def execute_calibrate(
     chosen_split = split or rule.split
     made, identity = (backend, {}) if backend is not None else make_backend(judge)
     manifest, human = calibration_pool(bench, chosen_split, seed)
-    result = prelabel(manifest, bench, judge, made, seed=seed, progress=progress)
+    result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
     judged = {r.item.itemId: int(r.grade) for r in result.results if r.grade is not None}
     slices = {item.itemId: item.slice for item in manifest.items}
     agreement = agreement_with_humans(human, judged, slices, list(judge.config.rubric), rule.weights)
@@ -287,7 +287,7 @@ def execute_prelabel(
     manifest: PoolManifest = read_pool(pool_dir)
     bench = load_benchmark(benchmark or manifest.path)
     made, identity = (backend, {}) if backend is not None else make_backend(judge)
-    result = prelabel(manifest, bench, judge, made, seed=seed, progress=progress)
+    result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
 
     folder = Path(out) if out is not None else Path(pool_dir) if Path(pool_dir).is_dir() else Path(pool_dir).parent
     folder.mkdir(parents=True, exist_ok=True)
@@ -328,6 +328,25 @@ def execute_prelabel(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return PrelabelOutcome(run_id, calibration.run_id, result, paths)
+
+
+def _prelabel(
+    manifest: PoolManifest,
+    bench: Benchmark,
+    judge: Judge,
+    backend: Backend,
+    seed: int,
+    progress: Callable[[int, int], None] | None,
+    *,
+    owned: bool,
+) -> Prelabels:
+    """Judge the items; a backend made here is closed after (its HTTP connections)."""
+    try:
+        return prelabel(manifest, bench, judge, backend, seed=seed, progress=progress)
+    finally:
+        close = getattr(backend, "close", None)
+        if owned and close is not None:
+            close()
 
 
 def _plain(value: Any) -> Any:
