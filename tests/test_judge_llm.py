@@ -9,6 +9,7 @@ a CPU shared with other jobs makes the whole dev split too slow for a test).
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import re
 import shutil
@@ -27,8 +28,8 @@ from typer.testing import CliRunner
 
 from rageval.benchmark.loading import hash_files, load_benchmark
 from rageval.cli import app
-from rageval.errors import ConfigError
-from rageval.judging import pool, read_labels, write_pool
+from rageval.errors import BenchmarkError, ConfigError
+from rageval.judging import SHEET_COLUMNS, import_sheets, pool, read_labels, read_pool, write_pool
 from rageval.judging.backends import injection_flags
 from rageval.judging.calibration import weighted_kappa
 from rageval.judging.judges import load_judge
@@ -218,6 +219,7 @@ class ChatJudgeService:
         self.malformed: set[str] = set()
         self.slow: set[str] = set()
         self.bad_span: set[str] = set()
+        self.disagree: set[str] = set()  # the grade follows the request's seed: samples disagree
         self.delay_s = 2.0
 
     async def chat(self, request: Request) -> Response:
@@ -240,6 +242,8 @@ class ChatJudgeService:
         best = max(sentences, key=lambda m: len(words & set(re.findall(r"\w{4,}", m.group().lower()))))
         overlap = len(words & set(re.findall(r"\w{4,}", text.lower())))
         grade = min(3, overlap)
+        if any(word in text for word in self.disagree):
+            grade = 1 + body["seed"] % 2
         span = {"start": best.start(), "end": best.end(), "text": best.group()}
         if any(word in text for word in self.bad_span):
             span = {"start": 0, "end": 5, "text": "not the text at these offsets"}
@@ -272,9 +276,12 @@ def test_openai_compatible_judge_against_a_local_server(world, monkeypatch):
             calibration__min_kendall_tau=None,
         )
         judge = load_judge(path)
-        calibration = execute_calibrate(path, tracker=tracker)
-        assert calibration.passed and tracker.run(calibration.run_id).sealed
-        assert len(calibration.correlation.scores) == 3
+        shown = CliRunner().invoke(app, ["judge", "calibrate", "--judge", str(path), "--tracking-uri", world["store"]])
+        assert shown.exit_code == 0, shown.output
+        assert "Kendall's tau of 3 runs' nDCG@10" in shown.output and "calibration PASSED" in shown.output
+        calibration = tracker.run(shown.output.rsplit("sealed run ", 1)[1].split()[0])
+        assert calibration.sealed and calibration.metrics["runs"] == 3
+        assert calibration.tags["rageval.judge.config_hash"] == judge.config_hash
 
         manifest = json.loads((world["pool"] / "pool.json").read_text())
         documents = {d["id"]: d["text"] for d in world["documents"]}
@@ -287,10 +294,11 @@ def test_openai_compatible_judge_against_a_local_server(world, monkeypatch):
             )
 
         candidates = [i for i in manifest["items"] if i["itemId"] != world["target"].itemId and own_word(i)]
-        assert len(candidates) >= 3, "the pool lacks three passages with a word of their own"
-        malformed, slow, bad = candidates[:3]
+        assert len(candidates) >= 4, "the pool lacks four passages with a word of their own"
+        malformed, slow, bad, unsure = candidates[:4]
         word = own_word
         service.malformed, service.slow, service.bad_span = {word(malformed)}, {word(slow)}, {word(bad)}
+        service.disagree = {word(unsure)}
         service.requests.clear()
         done = execute_prelabel(
             world["pool"], path, tracker=tracker, out=world["root"] / "prelabel-llm", benchmark=world["bench"]
@@ -308,6 +316,9 @@ def test_openai_compatible_judge_against_a_local_server(world, monkeypatch):
     )
     for row in (rows[malformed["itemId"]], rows[slow["itemId"]], rows[bad["itemId"]]):
         assert row["review"]
+    unsure_row = rows[unsure["itemId"]]  # three samples, seeds 17, 18, 19: grades 2 1 2
+    assert unsure_row["status"] == "labelled" and unsure_row["sample_grades"] == "2 1 2" and unsure_row["grade"] == 2
+    assert "samples disagree" in unsure_row["review_reasons"]
     # the injection: flagged, routed to review, and sent only as data inside the delimiters
     target = rows[world["target"].itemId]
     assert target["injection"] and target["review"]
@@ -333,6 +344,20 @@ def test_openai_compatible_judge_against_a_local_server(world, monkeypatch):
     assert summary["tokens_in"] > 0 and summary["cost"] == pytest.approx(
         summary["tokens_in"] * 1e-6 + summary["tokens_out"] * 2e-6
     )
+    with pytest.raises(BenchmarkError, match="exist here already"):  # a second run never overwrites the first
+        execute_prelabel(
+            world["pool"], path, tracker=tracker, out=done.paths["labels"].parent, benchmark=world["bench"]
+        )
+    # the review sheet is a blind sheet humans fill and import like any other
+    sheet = done.paths["review"].read_text().splitlines()
+    header, body = sheet[0].split(","), list(csv.DictReader(sheet))
+    assert header == SHEET_COLUMNS and {r["itemId"] for r in body} == {k for k, r in rows.items() if r["review"]}
+    filled = world["root"] / "prelabel-llm" / "alice.csv"
+    with filled.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=SHEET_COLUMNS)
+        writer.writeheader()
+        writer.writerows({**r, "assessor": "alice", "grade": "1"} for r in body)
+    assert len(import_sheets(read_pool(world["pool"]), [filled])) == len(body)
     # the key and the raw query text never reach the store
     text = store_text(world["root"])
     assert "sk-test-secret-key-123" not in text

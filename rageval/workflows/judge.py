@@ -20,7 +20,8 @@ import numpy as np
 
 from rageval.analysis.records import RunInfo
 from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.errors import ConfigError, Problem
+from rageval.errors import BenchmarkError, ConfigError, Problem
+from rageval.io import make_folder
 from rageval.judging.backends import Backend, ChatBackend, SimilarityJudge, check_template
 from rageval.judging.calibration import (
     Agreement,
@@ -286,12 +287,16 @@ def execute_prelabel(
     calibration = passing_calibration(tracker, judge)
     manifest: PoolManifest = read_pool(pool_dir)
     bench = load_benchmark(benchmark or manifest.path)
+    folder = Path(out) if out is not None else Path(pool_dir) if Path(pool_dir).is_dir() else Path(pool_dir).parent
+    paths = {"labels": folder / JUDGE_LABELS, "detail": folder / DETAIL_FILE, "review": folder / REVIEW_SHEET}
+    if paths["labels"].exists():  # before any judging: a second run must not overwrite the first's labels
+        raise BenchmarkError(
+            Problem(file=str(paths["labels"]), message="pre-labels exist here already", fix="choose a new --out folder")
+        )
     made, identity = (backend, {}) if backend is not None else make_backend(judge)
     result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
 
-    folder = Path(out) if out is not None else Path(pool_dir) if Path(pool_dir).is_dir() else Path(pool_dir).parent
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = {"labels": folder / JUDGE_LABELS, "detail": folder / DETAIL_FILE, "review": folder / REVIEW_SHEET}
+    make_folder(folder, BenchmarkError)
     write_labels(result.labels(), paths["labels"])
     with paths["detail"].open("w", encoding="utf-8") as handle:
         for row in detail(result):
