@@ -388,3 +388,14 @@ def test_the_shipped_judges_load_and_mark_their_labels():
         judge = load_judge(ROOT / "params" / "judges" / f"{name}.yaml")
         assert judge.assessor == f"llm:{model}@{judge.config.prompt_sha256[:12]}"
         assert len(judge.config_hash) == 64
+
+
+def test_an_offline_model_package_must_be_the_pinned_revision(tmp_path):
+    from rageval.workflows.judge import make_backend
+
+    folder = shutil.copytree(ROOT / "params" / "judges", tmp_path / "judges")
+    text = (folder / "minilm.yaml").read_text().replace('revision: "0.1.0"', 'revision: "9.9"')
+    (folder / "minilm.yaml").write_text(text)
+    with pytest.raises(ConfigError) as wrong:
+        make_backend(load_judge(folder / "minilm.yaml"))
+    assert wrong.value.problems[0].field == "revision" and "0.1.0" in wrong.value.problems[0].message

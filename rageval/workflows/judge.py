@@ -57,6 +57,7 @@ def make_backend(judge: Judge) -> tuple[Backend, dict[str, str]]:
     if isinstance(judge.config.backend, SimilarityBackend):
         from rageval.retrieval.encoders import bi_encoder, encode, model_identity, resolve_model
 
+        _check_package_revision(judge)
         path = resolve_model(judge.config.model, field="model")
         model = bi_encoder(path, "cpu")
         batch = judge.config.backend.batch_size
@@ -67,6 +68,26 @@ def make_backend(judge: Judge) -> tuple[Backend, dict[str, str]]:
 
         return SimilarityJudge(judge, vectors), {"rageval.judge.model_sha256": identity["sha256"]}
     return ChatBackend(judge), {}
+
+
+def _check_package_revision(judge: Judge) -> None:
+    """An offline model package must be the pinned revision (its version); a model folder is
+    identified by its files' sha256 instead, recorded with the run."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version(judge.config.model)
+    except PackageNotFoundError:
+        return
+    if installed != judge.config.revision:
+        raise ConfigError(
+            Problem(
+                file=str(judge.file),
+                field="revision",
+                message=f"the installed {judge.config.model} is {installed}, not the pinned revision {judge.config.revision}",
+                fix="install the pinned revision, or pin the installed one and run `rageval judge calibrate` again",
+            )
+        )
 
 
 def _benchmark_path(name: str) -> Path:
