@@ -1,5 +1,6 @@
-"""``rageval judge pool|import|agreement|adjudicate`` and ``rageval migrate-labels``: each a thin call
-into :mod:`rageval.judging` and :mod:`rageval.benchmark.migration`."""
+"""``rageval judge pool|import|agreement|adjudicate|calibrate|prelabel`` and ``rageval migrate-labels``: each a thin call
+into :mod:`rageval.judging` (calibrate and prelabel: :mod:`rageval.workflows.judge`) and
+:mod:`rageval.benchmark.migration`."""
 
 from __future__ import annotations
 
@@ -280,3 +281,81 @@ def migrate_labels(
     if kept:
         echo(f"{kept} rows keep their review (chunk and judgments unchanged)")
     echo('review: set "decision": "accept" or "reject" per row (grade may be changed), then run with --review')
+
+
+JudgeOption = Annotated[Path, typer.Option("--judge", help="judge configuration (params/judges/NAME.yaml)")]
+
+
+@judge_app.command("calibrate")
+def judge_calibrate(
+    judge: JudgeOption,
+    benchmark: Annotated[Path | None, typer.Option(help="[default: the config's calibration.benchmark]")] = None,
+    split: Annotated[str | None, typer.Option(help="[default: the config's calibration.split]")] = None,
+    runs: Annotated[
+        list[str], typer.Option("--runs", help="sealed run IDs for Kendall's tau [default: the store's matching runs]")
+    ] = [],
+    experiment: Annotated[str | None, typer.Option(help="[default: judge-<name>]")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the judging order")] = 0,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Measure a judge against human labels (weighted kappa per slice, Kendall's tau of system
+    rankings) and record a sealed calibration run; pre-labeling needs one that passed."""
+    from rageval.workflows.judge import execute_calibrate
+
+    try:
+        outcome = execute_calibrate(
+            input_file(judge, "--judge", "give a params/judges/*.yaml file"),
+            tracker=open_tracker(tracking_uri),
+            benchmark=benchmark,
+            split=split,
+            runs=runs,
+            experiment=experiment,
+            seed=seed,
+        )
+    except RagevalError as error:
+        fail(error)
+    c = outcome.correlation
+    echo(outcome.agreement.per_slice.round(3).to_string())
+    echo(
+        f"\nKendall's tau of {len(c.scores)} runs' {c.measure} under human vs judge labels: {c.tau:.3f} (p {c.p_value:.3g})"
+    )
+    echo(c.scores.round(4).to_string(index=False))
+    verdict = "PASSED" if outcome.passed else "FAILED: " + "; ".join(outcome.reasons)
+    echo(f"\ncalibration {verdict}; sealed run {outcome.run_id}")
+
+
+@judge_app.command("prelabel")
+def judge_prelabel(
+    pool_dir: Annotated[Path, typer.Argument(help="the pool folder")],
+    judge: JudgeOption,
+    out: Annotated[Path | None, typer.Option(help="[default: POOL_DIR]")] = None,
+    benchmark: Annotated[Path | None, typer.Option(help="[default: the benchmark the pool was made on]")] = None,
+    experiment: Annotated[str | None, typer.Option(help="[default: judge-<name>]")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the judging order")] = 0,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Pre-label a pool with a calibrated judge: labels (assessor llm:<model>@<prompt hash>), the
+    per-item detail, and a blind review sheet of the items that need a human."""
+    from rageval.workflows.judge import execute_prelabel
+
+    try:
+        done = execute_prelabel(
+            pool_dir,
+            input_file(judge, "--judge", "give a params/judges/*.yaml file"),
+            tracker=open_tracker(tracking_uri),
+            out=out,
+            benchmark=benchmark,
+            experiment=experiment,
+            seed=seed,
+        )
+    except RagevalError as error:
+        fail(error)
+    s = done.prelabels.summary()
+    echo(
+        f"{int(s['items_labelled'])}/{int(s['items'])} items labelled, {int(s['items_rejected'])} rejected, "
+        f"{int(s['items_failed'])} failed; {int(s['review'])} routed to review "
+        f"({int(s['injection_flagged'])} with instruction-like text, {int(s['samples_disagree'])} samples disagree)"
+    )
+    echo(f"tokens {int(s['tokens_in'])} in / {int(s['tokens_out'])} out, cost {s['cost']:.4f}, {s['latency_s']:.1f}s")
+    echo(f"labels: {done.paths['labels']}  detail: {done.paths['detail']}  review sheet: {done.paths['review']}")
+    echo(f"calibrated in run {done.calibration}; sealed run {done.run_id}")

@@ -1,0 +1,384 @@
+"""``rageval judge calibrate`` and ``rageval judge prelabel``: a judge measured against human labels
+(a sealed ``judge-calibration`` run, tagged with the judge configuration's hash), and a pool
+pre-labeled by a judge only where such a run records a pass.
+
+Raw query text never reaches the store: the runs hold item IDs, grades, counts and the judge's
+identity; the judge's reasons and evidence stay in the output folder beside the pool.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rageval.analysis.records import RunInfo
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.errors import BenchmarkError, ConfigError, Problem
+from rageval.io import make_folder
+from rageval.judging.backends import Backend, ChatBackend, SimilarityJudge, check_template
+from rageval.judging.calibration import (
+    Agreement,
+    RankCorrelation,
+    agreement_with_humans,
+    calibration_pool,
+    system_ranking_correlation,
+    unit_qrels,
+)
+from rageval.judging.judges import Judge, SimilarityBackend, load_judge
+from rageval.judging.prelabel import Prelabels, detail, prelabel, review_sheet
+from rageval.judging.schema import SHEET_COLUMNS, PoolManifest
+from rageval.judging.sheets import read_pool, write_labels
+from rageval.paths import project_root
+from rageval.safety import csv_bytes
+from rageval.tracking.records import KIND_TAG, NOTE_TAG
+from rageval.tracking.store import Tracker
+from rageval.workflows.guards import sealed_and_intact
+from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+
+CALIBRATION_KIND = "judge-calibration"
+PRELABEL_KIND = "judge-prelabel"
+HASH_TAG = "rageval.judge.config_hash"
+PASSED_TAG = "rageval.judge.calibration.passed"
+JUDGE_LABELS = "judge-labels.jsonl"
+DETAIL_FILE = "prelabels.jsonl"
+REVIEW_SHEET = "review-sheet.csv"
+
+
+def make_backend(judge: Judge) -> tuple[Backend, dict[str, str]]:
+    """The judge's backend and what identifies its model beyond the config (a local model's sha256)."""
+    check_template(judge)
+    if isinstance(judge.config.backend, SimilarityBackend):
+        from rageval.retrieval.encoders import bi_encoder, encode, model_identity, resolve_model
+
+        _check_package_revision(judge)
+        path = resolve_model(judge.config.model, field="model")
+        model = bi_encoder(path, "cpu")
+        batch = judge.config.backend.batch_size
+        identity = model_identity(judge.config.model, path)
+
+        def vectors(texts: list[str]) -> np.ndarray:
+            return encode(model, texts, batch_size=batch, max_seq_length=None)
+
+        return SimilarityJudge(judge, vectors), {"rageval.judge.model_sha256": identity["sha256"]}
+    return ChatBackend(judge), {}
+
+
+def _check_package_revision(judge: Judge) -> None:
+    """An offline model package must be the pinned revision (its version); a model folder is
+    identified by its files' sha256 instead, recorded with the run."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version(judge.config.model)
+    except PackageNotFoundError:
+        return
+    if installed != judge.config.revision:
+        raise ConfigError(
+            Problem(
+                file=str(judge.file),
+                field="revision",
+                message=f"the installed {judge.config.model} is {installed}, not the pinned revision {judge.config.revision}",
+                fix="install the pinned revision, or pin the installed one and run `rageval judge calibrate` again",
+            )
+        )
+
+
+def _benchmark_path(name: str) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() or path.exists() else project_root() / path
+
+
+def _judge_tags(judge: Judge, extra: dict[str, str]) -> dict[str, str]:
+    c = judge.config
+    return {
+        **git_state(project_root()),
+        "rageval.version": RAGEVAL_VERSION,
+        HASH_TAG: judge.config_hash,
+        "rageval.judge.name": c.name,
+        "rageval.judge.model": c.model,
+        "rageval.judge.revision": c.revision,
+        "rageval.judge.backend": c.backend.type,
+        "rageval.judge.prompt_sha256": c.prompt_sha256,
+        "rageval.judge.assessor": judge.assessor,
+        **extra,
+    }
+
+
+# --------------------------------------------------------------------------- calibrate
+
+
+@dataclass(frozen=True)
+class CalibrationOutcome:
+    run_id: str
+    passed: bool
+    reasons: list[str]
+    agreement: Agreement
+    correlation: RankCorrelation
+    prelabels: Prelabels
+
+
+def evaluation_runs(tracker: Tracker, benchmark: Benchmark, split: str) -> list[RunInfo]:
+    """The store's sealed evaluation runs of this benchmark version and split (newest first)."""
+    return [
+        info
+        for info in tracker.runs()
+        if info.sealed
+        and info.tags.get(KIND_TAG) == "evaluation"
+        and info.tags.get("rageval.benchmark.name") == benchmark.spec.name
+        and info.tags.get("rageval.hash.cases") == benchmark.hashes["cases"]
+        and info.tags.get("rageval.split") == split
+    ]
+
+
+def execute_calibrate(
+    judge_file: str | Path,
+    *,
+    tracker: Tracker,
+    benchmark: str | Path | None = None,
+    split: str | None = None,
+    runs: Sequence[str] = (),
+    experiment: str | None = None,
+    seed: int = 0,
+    backend: Backend | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> CalibrationOutcome:
+    """Judge the calibration benchmark's judged units, compare with the human grades and record a
+    sealed calibration run; ``runs`` (default: every matching sealed evaluation run in the store)
+    are re-scored under both label sets for Kendall's tau."""
+    judge = load_judge(judge_file)
+    rule = judge.config.calibration
+    bench = load_benchmark(benchmark or _benchmark_path(rule.benchmark))
+    chosen_split = split or rule.split
+    made, identity = (backend, {}) if backend is not None else make_backend(judge)
+    manifest, human = calibration_pool(bench, chosen_split, seed)
+    result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
+    judged = {r.item.itemId: int(r.grade) for r in result.results if r.grade is not None}
+    slices = {item.itemId: item.slice for item in manifest.items}
+    agreement = agreement_with_humans(human, judged, slices, list(judge.config.rubric), rule.weights)
+
+    infos = [sealed_and_intact(tracker, r) for r in runs] if runs else evaluation_runs(tracker, bench, chosen_split)
+    cases = [case.queryId for case in bench.cases_for(chosen_split)]
+    correlation = system_ranking_correlation(
+        {info.run_id: tracker.rankings(info.run_id) for info in infos},
+        unit_qrels(manifest, human, cases),
+        unit_qrels(manifest, judged, cases),
+        rule.measure,
+    )
+    kappa = float(agreement.per_slice.loc["all", "weighted_kappa"])
+    reasons = []
+    if not kappa >= rule.min_weighted_kappa:  # nan fails too
+        reasons.append(f"weighted kappa {kappa:.3f} < {rule.min_weighted_kappa}")
+    if rule.min_kendall_tau is not None and not correlation.tau >= rule.min_kendall_tau:
+        reasons.append(f"Kendall's tau {correlation.tau:.3f} < {rule.min_kendall_tau} over {len(infos)} runs")
+    passed = not reasons
+    summary = result.summary()
+    record = {
+        "judge": judge.record(),
+        "benchmark": {"name": bench.spec.name, "version": bench.spec.version, "split": chosen_split},
+        "threshold": rule.model_dump(),
+        "passed": passed,
+        "reasons": reasons,
+        "weighted_kappa": kappa,
+        "kendall_tau": correlation.tau,
+        "kendall_p": correlation.p_value,
+        "runs": [info.run_id for info in infos],
+        "prelabel": summary,
+    }
+    verdict = "passed" if passed else "failed"
+    run_id = tracker.create_run(
+        experiment or f"judge-{judge.config.name}",
+        f"calibrate {judge.config.name} on {bench.spec.name} {bench.spec.version}@{chosen_split} → {verdict}",
+        params={
+            "judge": judge.config.name,
+            "model": judge.config.model,
+            "revision": judge.config.revision,
+            "benchmark": bench.spec.name,
+            "split": chosen_split,
+            "min_weighted_kappa": rule.min_weighted_kappa,
+            "weights": rule.weights,
+            "measure": rule.measure,
+        },
+        tags={
+            **_judge_tags(judge, identity),
+            KIND_TAG: CALIBRATION_KIND,
+            PASSED_TAG: str(passed).lower(),
+            "rageval.benchmark.name": bench.spec.name,
+            "rageval.benchmark.version": bench.spec.version,
+            "rageval.hash.cases": bench.hashes["cases"],
+            "rageval.split": chosen_split,
+            NOTE_TAG: f"Judge calibration of `{judge.config.name}` ({judge.assessor}): weighted kappa {kappa:.3f}, "
+            f"Kendall's tau {correlation.tau:.3f} over {len(infos)} runs: **{verdict}**"
+            + (f" ({'; '.join(reasons)})" if reasons else ""),
+        },
+        files={
+            "calibration.json": json.dumps(record, indent=2, default=_plain).encode(),
+            "judge.yaml": judge.file.read_bytes(),
+            "prompt.txt": judge.template.encode(),
+            "agreement.csv": csv_bytes(agreement.per_slice.reset_index()),
+            "confusion.csv": csv_bytes(agreement.confusion),
+            "system_rankings.csv": csv_bytes(correlation.scores),
+            "items.csv": csv_bytes(_items_with_human(result, human)),
+        },
+    )
+    try:
+        metrics = {
+            "passed": float(passed),
+            "weighted_kappa": kappa,
+            "kendall_tau": correlation.tau,
+            "kendall_p": correlation.p_value,
+            "runs": float(len(infos)),
+            **{f"prelabel/{k}": v for k, v in summary.items()},
+            **{
+                f"weighted_kappa/{scope}": float(row["weighted_kappa"])
+                for scope, row in agreement.per_slice.iterrows()
+                if scope != "all"
+            },
+        }
+        tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if np.isfinite(v)})
+        tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return CalibrationOutcome(run_id, passed, reasons, agreement, correlation, result)
+
+
+def _items_with_human(result: Prelabels, human: dict[str, int]) -> Any:
+    table = result.table()
+    table.insert(3, "human_grade", [human[i] for i in table["item_id"]])
+    return table
+
+
+# --------------------------------------------------------------------------- prelabel
+
+
+def passing_calibration(tracker: Tracker, judge: Judge) -> RunInfo:
+    """The newest sealed, intact calibration run of exactly this judge configuration that passed;
+    refuses the judge (naming the fix) when there is none."""
+    found = [
+        info
+        for info in tracker.runs()
+        if info.sealed and info.tags.get(KIND_TAG) == CALIBRATION_KIND and info.tags.get(HASH_TAG) == judge.config_hash
+    ]
+    for info in found:
+        if info.tags.get(PASSED_TAG) == "true":
+            return sealed_and_intact(tracker, info.run_id)
+    failed = f" ({len(found)} calibration run(s) of it failed its threshold)" if found else ""
+    raise ConfigError(
+        Problem(
+            file=str(judge.file),
+            field="calibration",
+            message=f"judge '{judge.config.name}' (config sha256 {judge.config_hash[:12]}…) has no passing "
+            f"calibration in {tracker.uri}{failed}; an uncalibrated judge may not pre-label",
+            fix=f"run `rageval judge calibrate --judge {judge.file}` (same --tracking-uri) and meet "
+            f"min_weighted_kappa {judge.config.calibration.min_weighted_kappa}",
+        )
+    )
+
+
+@dataclass(frozen=True)
+class PrelabelOutcome:
+    run_id: str
+    calibration: str
+    prelabels: Prelabels
+    paths: dict[str, Path]
+
+
+def execute_prelabel(
+    pool_dir: str | Path,
+    judge_file: str | Path,
+    *,
+    tracker: Tracker,
+    out: str | Path | None = None,
+    benchmark: str | Path | None = None,
+    experiment: str | None = None,
+    seed: int = 0,
+    backend: Backend | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> PrelabelOutcome:
+    """Pre-label a pool with a calibrated judge; writes the labels, the per-item detail and the
+    review sheet into ``out`` (default: the pool folder) and records a sealed prelabel run."""
+    judge = load_judge(judge_file)
+    calibration = passing_calibration(tracker, judge)
+    manifest: PoolManifest = read_pool(pool_dir)
+    bench = load_benchmark(benchmark or manifest.path)
+    folder = Path(out) if out is not None else Path(pool_dir) if Path(pool_dir).is_dir() else Path(pool_dir).parent
+    paths = {"labels": folder / JUDGE_LABELS, "detail": folder / DETAIL_FILE, "review": folder / REVIEW_SHEET}
+    if paths["labels"].exists():  # before any judging: a second run must not overwrite the first's labels
+        raise BenchmarkError(
+            Problem(file=str(paths["labels"]), message="pre-labels exist here already", fix="choose a new --out folder")
+        )
+    made, identity = (backend, {}) if backend is not None else make_backend(judge)
+    result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
+
+    make_folder(folder, BenchmarkError)
+    write_labels(result.labels(), paths["labels"])
+    with paths["detail"].open("w", encoding="utf-8") as handle:
+        for row in detail(result):
+            handle.write(json.dumps(row, ensure_ascii=False, default=_plain) + "\n")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=SHEET_COLUMNS)
+    writer.writeheader()
+    for row in review_sheet(result, bench):
+        writer.writerow({k: ("" if v is None else v) for k, v in row.model_dump().items()})
+    paths["review"].write_text(buffer.getvalue(), encoding="utf-8")
+
+    summary = result.summary()
+    run_id = tracker.create_run(
+        experiment or f"judge-{judge.config.name}",
+        f"prelabel {manifest.benchmark} {manifest.version}@{manifest.split} with {judge.config.name}",
+        params={"judge": judge.config.name, "model": judge.config.model, "pool_items": len(manifest.items)},
+        tags={
+            **_judge_tags(judge, identity),
+            KIND_TAG: PRELABEL_KIND,
+            "rageval.judge.calibration": calibration.run_id,
+            "rageval.benchmark.name": manifest.benchmark,
+            "rageval.benchmark.version": manifest.version,
+            "rageval.split": manifest.split,
+            NOTE_TAG: f"Pre-labels by `{judge.config.name}` ({judge.assessor}), calibrated in run "
+            f"{calibration.run_id}: {int(summary['items_labelled'])}/{int(summary['items'])} labelled, "
+            f"{int(summary['review'])} routed to review, {int(summary['injection_flagged'])} with instruction-like text",
+        },
+        files={"items.csv": csv_bytes(result.table()), "judge.yaml": judge.file.read_bytes()},
+    )
+    try:
+        tracker.log_metrics(run_id, summary)
+        tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return PrelabelOutcome(run_id, calibration.run_id, result, paths)
+
+
+def _prelabel(
+    manifest: PoolManifest,
+    bench: Benchmark,
+    judge: Judge,
+    backend: Backend,
+    seed: int,
+    progress: Callable[[int, int], None] | None,
+    *,
+    owned: bool,
+) -> Prelabels:
+    """Judge the items; a backend made here is closed after (its HTTP connections)."""
+    try:
+        return prelabel(manifest, bench, judge, backend, seed=seed, progress=progress)
+    finally:
+        close = getattr(backend, "close", None)
+        if owned and close is not None:
+            close()
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+__all__ = ["execute_calibrate", "execute_prelabel", "load_judge", "passing_calibration"]
