@@ -490,3 +490,24 @@ def test_a_grade_cell_is_ascii_digits_or_an_error(setup, tmp_path, grade):
         import_sheets(read_pool(tmp_path / "pool"), [sheet])
     (problem,) = raised.value.problems
     assert (problem.line, problem.field) == (2, "grade") and f"(got '{grade}')" in problem.message
+
+
+def test_a_judges_label_alone_never_enters_the_release_split(setup, tmp_path):
+    from rageval.judging.adjudication import verdicts
+
+    root, benchmark, chunking, chunks, rankings = setup
+    result = pool(rankings, benchmark, "dev", 3, chunking=chunking)
+    write_pool(result, tmp_path / "pool")
+    manifest = read_pool(tmp_path / "pool").model_copy(update={"split": "release"})  # as a release pool reads
+    a = {**result.sheet[0].model_dump(), "text": "t"}
+    human = import_sheets(manifest, [write_csv(tmp_path / "h.csv", [{**a, "assessor": "alice", "grade": 2}])])
+    judge = human.assign(assessor="llm:minilm@0123456789ab")
+    with pytest.raises(BenchmarkError) as caught:
+        verdicts(manifest, judge, [])
+    assert "has only judge labels (llm:minilm@0123456789ab 2)" in caught.value.problems[0].message
+    assert a["itemId"] in caught.value.problems[0].fix
+    # beside a human's label, or decided by an adjudication row, it is accepted
+    assert [v.grade for v in verdicts(manifest, pd.concat([human, judge]), [])] == [2]
+    # a sheet holds human labels: a judge's mark there is refused
+    with pytest.raises(BenchmarkError, match="is a judge's mark"):
+        import_sheets(manifest, [write_csv(tmp_path / "j.csv", [{**a, "assessor": "llm:minilm@0123", "grade": 1}])])

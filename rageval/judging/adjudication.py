@@ -13,11 +13,20 @@ from typing import Any
 import pandas as pd
 
 from rageval.benchmark.loading import Benchmark
-from rageval.benchmark.schema import Case, ChangeAction, ChangelogEntry, Judgment
+from rageval.benchmark.schema import RELEASE_SPLIT, Case, ChangeAction, ChangelogEntry, Judgment
 from rageval.benchmark.versions import next_version, write_version
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_table
-from rageval.judging.schema import POOL_FILE, AdjudicationRow, At, PoolItem, PoolManifest, outside_rubric, valid_rows
+from rageval.judging.schema import (
+    JUDGE_ASSESSOR_PREFIX,
+    POOL_FILE,
+    AdjudicationRow,
+    At,
+    PoolItem,
+    PoolManifest,
+    outside_rubric,
+    valid_rows,
+)
 from rageval.validation import shorten
 
 
@@ -89,6 +98,19 @@ def verdicts(
         row = decided.get(item.itemId)
         if row is not None:
             out.append(Verdict(item, row.grade, given, row))
+        elif (
+            given and manifest.split == RELEASE_SPLIT and all(a.startswith(JUDGE_ASSESSOR_PREFIX) for a, _, _ in given)
+        ):
+            spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
+            problems.append(
+                Problem(
+                    file=file,
+                    field="itemId",
+                    message=f"item '{shorten(item.itemId)}' (case {item.queryId}) has only judge labels ({spread}): "
+                    f"a judge's label never enters the frozen {RELEASE_SPLIT} split without a human decision",
+                    fix=f"add a row: {item.itemId},<final grade>,<note> (or a human assessor's label)",
+                )
+            )
         elif given and len({grade for _, grade, _ in given}) == 1:
             out.append(Verdict(item, given[0][1], given, None))
         elif given:

@@ -19,6 +19,7 @@ from pydantic import Field, StrictFloat, StrictInt, StrictStr, ValidationError, 
 from rageval.errors import ConfigError, Problem
 from rageval.hashing import sha256_bytes, sha256_text
 from rageval.io import file_problem, read_bytes, read_yaml
+from rageval.judging.schema import JUDGE_ASSESSOR_PREFIX
 from rageval.validation import Sha256, Slug, Strict, problems_from_validation
 
 Number = StrictFloat | StrictInt
@@ -116,7 +117,7 @@ class Judge:
     @property
     def assessor(self) -> str:
         """How its labels are marked, in the labels' ``assessor`` column."""
-        return f"llm:{self.config.model}@{self.config.prompt_sha256[:12]}"
+        return f"{JUDGE_ASSESSOR_PREFIX}{self.config.model}@{self.config.prompt_sha256[:12]}"
 
     def record(self) -> dict[str, object]:
         """What every label and run records about the judge (never a key)."""

@@ -18,6 +18,7 @@ from rageval.errors import BenchmarkError, Problem
 from rageval.io import file_problem, make_folder, read_json, read_jsonl, read_table
 from rageval.judging.pooling import Pool
 from rageval.judging.schema import (
+    JUDGE_ASSESSOR_PREFIX,
     POOL_FILE,
     SHEET_COLUMNS,
     SHEET_CSV,
@@ -138,6 +139,12 @@ def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tup
             field="assessor",
             message="a grade without an assessor",
             fix="write the assessor's name in the assessor column",
+        )
+    if assessor.startswith(JUDGE_ASSESSOR_PREFIX):
+        return at(
+            field="assessor",
+            message=f"'{shorten(assessor)}' is a judge's mark ({JUDGE_ASSESSOR_PREFIX}…); a sheet holds human labels",
+            fix="write the human assessor's name; judge labels come from `rageval judge prelabel`",
         )
     if (row.itemId, assessor) in seen:
         return at(
