@@ -47,12 +47,7 @@ def document_embeddings(
 
     if corpus.cache is None:
         return build(), None, identity
-    key = {
-        "version": EMBEDDINGS_VERSION,
-        **corpus.key,
-        "model": identity,
-        "settings": config.model_dump(mode="json", include={"max_seq_length", "document_prefix"}),
-    }
+    key = embeddings_key(config, corpus, identity)
     entry = corpus.cache.get_or_build("embeddings", key, lambda folder: np.save(folder / EMBEDDINGS_FILE, build()))
     embeddings = np.load(entry.path / EMBEDDINGS_FILE)
     if embeddings.shape[0] != len(texts):  # guards a hash collision or a hand-edited entry
@@ -60,6 +55,18 @@ def document_embeddings(
             Problem(file=str(entry.path), message="cached embeddings do not match the corpus", fix="delete the entry")
         )
     return embeddings, entry.hit, identity
+
+
+def embeddings_key(config: DenseConfig, corpus: Corpus, identity: dict[str, str] | None = None) -> dict:
+    """The cache key of ``corpus``'s embeddings under ``config`` (``identity``: the model's, if known)."""
+    if identity is None:
+        identity = encoders.model_identity(config.model, encoders.resolve_model(config.model))
+    return {
+        "version": EMBEDDINGS_VERSION,
+        **corpus.key,
+        "model": identity,
+        "settings": config.model_dump(mode="json", include={"max_seq_length", "document_prefix"}),
+    }
 
 
 class DenseStage:
