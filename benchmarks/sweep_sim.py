@@ -36,18 +36,19 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Per-unit costs in CPU seconds on one core of this machine, from benchmarks/scale.py at 200k
-# chunks and 2,000 queries (docs/scale.md, "Measured"), and a run's artifact bytes from one
-# `rageval run` on the 50k corpus. Replaced by --costs FILE.
+# Per-unit costs in CPU seconds on one core of this machine, rounded from benchmarks/scale.py's
+# run recorded in docs/scale.md (50k-200k chunks, 2,000 queries), and a run's artifact bytes from
+# one `rageval run` on the 20k corpus. --costs FILE replaces the measured ones exactly.
 DEFAULTS = {
     "index_s_per_chunk": 1.2e-4,  # bm25s tokenize + index
     "bm25_s_per_query_per_chunk": 1.0e-8,  # bm25s retrieve, one query: grows with the postings
     "dense_s_per_query_per_chunk": 2.0e-9,  # embeddings @ q + argpartition, exact
-    "encode_s_per_chunk": 0.02,  # MiniLM on CPU, 128 word pieces
+    "encode_s_per_chunk": 0.06,  # MiniLM on CPU, 128 word pieces: 8,125 texts in 798 s at ~0.66 of a core
     "encode_gpu_s_per_chunk": 5e-5,  # MiniLM on one data-centre GPU (assumed, not measured here)
-    "query_embed_s": 0.01,  # one query through MiniLM on CPU
+    "query_embed_s": 0.01,  # one query through MiniLM on CPU (and its fusion)
     "downstream_s_per_query": 2.0e-3,  # fusion + evaluation + stage measures + diagnostics
-    "artifact_bytes_per_query": 2.0e4,  # rankings and per-query tables (parquet) per run
+    "artifact_bytes_per_query": 6.5e3,  # rankings + every stage's rankings (3 stages + context), parquet
+    "artifact_fixed_bytes": 4.0e5,  # notebook, its HTML, figures, manifest, contract
     "log_s": 0.14,  # one sealed run through the MLflow server (STACK-NOTES measurement)
 }
 
@@ -62,10 +63,12 @@ class Event:
 
 def costs_from(path: Path) -> dict[str, float]:
     """Per-unit costs from benchmarks/scale.py --json: the largest size measured; each step's CPU
-    seconds estimated as its wall seconds times the child's CPU/wall ratio."""
+    seconds estimated as its wall seconds times the child's CPU/wall ratio. The dense per-query cost
+    is a line through the sizes: its slope per chunk, and its intercept (query encoding + fusion)."""
     rows = json.loads(path.read_text())
     out = dict(DEFAULTS)
-    for row in rows:
+    dense = []
+    for row in sorted(rows, key=lambda r: r["chunks"]):
         raw, chunks, queries = row["raw"], row["chunks"], row["queries"]
         scale = raw["cpu_s"] / raw["seconds"]
         steps = raw["steps"]
@@ -77,9 +80,11 @@ def costs_from(path: Path) -> dict[str, float]:
             rest = sum(v for k, v in ours_steps.items() if k in ("context", "evaluation", "stage_evaluation"))
             out["downstream_s_per_query"] = rest * ours["cpu_s"] / ours["seconds"] / queries
         elif "dense retrieval + fusion" in steps:
-            per_query = steps["dense retrieval + fusion"] * scale / queries
-            search = max(per_query - out["query_embed_s"], per_query * 0.1)
-            out["dense_s_per_query_per_chunk"] = search / chunks
+            dense.append((chunks, steps["dense retrieval + fusion"] * scale / queries))
+    if len(dense) >= 2:
+        (n0, t0), (n1, t1) = dense[0], dense[-1]
+        out["dense_s_per_query_per_chunk"] = max((t1 - t0) / (n1 - n0), 0.0)
+        out["query_embed_s"] = t0 - out["dense_s_per_query_per_chunk"] * n0
     return out
 
 
@@ -96,6 +101,7 @@ def simulate(args: argparse.Namespace, costs: dict[str, float], workers: int, sc
     else:
         dense_s = (costs["query_embed_s"] + costs["dense_s_per_query_per_chunk"] * n) * q
     down_s = costs["downstream_s_per_query"] * q
+    run_bytes = costs["artifact_fixed_bytes"] + costs["artifact_bytes_per_query"] * q
     read_s = args.cache_read_s  # loading a cached index / embeddings / ranking from the shared store
 
     configs = [
@@ -115,7 +121,7 @@ def simulate(args: argparse.Namespace, costs: dict[str, float], workers: int, sc
     def log(at: float) -> float:
         slot = min(range(len(server_free)), key=server_free.__getitem__)
         start = max(at, server_free[slot])
-        server_free[slot] = start + costs["log_s"]
+        server_free[slot] = start + costs["log_s"] + run_bytes / (args.artifact_mb_s * 1e6)
         log_done.append(server_free[slot])
         return server_free[slot]
 
@@ -208,7 +214,7 @@ def simulate(args: argparse.Namespace, costs: dict[str, float], workers: int, sc
         "lock_waits": stats["lock waits"],
         "peak_runs_per_s": max(per_second.values()) / 60 if per_second else 0.0,
         "mean_runs_per_s": len(log_done) / span,
-        "artifact_gb": len(configs) * costs["artifact_bytes_per_query"] * q / 1e9,
+        "artifact_gb": len(configs) * run_bytes / 1e9,
     }
 
 
@@ -228,6 +234,7 @@ def main() -> int:
     parser.add_argument("--cache-read-s", type=float, default=30.0, help="reading one cached input (assumed)")
     parser.add_argument("--encode-shard", type=int, default=500_000, help="chunks per encoding task (planned)")
     parser.add_argument("--query-shard", type=int, default=1000, help="queries per retrieval task (planned)")
+    parser.add_argument("--artifact-mb-s", type=float, default=100.0, help="artifact upload per slot (assumed)")
     parser.add_argument("--server-workers", type=int, default=1, help="tracking-server request slots")
     args = parser.parse_args()
     costs = costs_from(args.costs) if args.costs else dict(DEFAULTS)
@@ -238,8 +245,26 @@ def main() -> int:
         f"{args.chunks:,} chunks, {args.queries:,} queries; encode on {'GPU' if args.gpus else 'CPU'}, "
         f"dense search {'ANN service' if args.ann else 'exact numpy'}"
     )
+    n, q = args.chunks, args.queries
+    parts = {
+        "BM25 index (once per chunking x setting)": costs["index_s_per_chunk"] * n,
+        "encoding on CPU (once per chunking x model)": costs["encode_s_per_chunk"] * n,
+        "encoding on GPU (assumed rate)": costs["encode_gpu_s_per_chunk"] * n,
+        "BM25 retrieval, all queries": costs["bm25_s_per_query_per_chunk"] * n * q,
+        "dense exact search + query encoding, all queries": (
+            costs["query_embed_s"] + costs["dense_s_per_query_per_chunk"] * n
+        )
+        * q,
+        "dense via ANN service + query encoding, all queries": (costs["query_embed_s"] + args.ann_ms / 1000) * q,
+        "fusion + evaluation + stage measures + diagnostics": costs["downstream_s_per_query"] * q,
+        "logging one run (server + artifact upload)": costs["log_s"]
+        + (costs["artifact_fixed_bytes"] + costs["artifact_bytes_per_query"] * q) / (args.artifact_mb_s * 1e6),
+    }
+    print(f"\none configuration's parts at {n:,} chunks x {q:,} queries (worker seconds, one core):")
+    for name, seconds in parts.items():
+        print(f"  {name:<55} {seconds:12,.0f} s")
     print(
-        "\n| schedule | workers | makespan h | CPU h | busy | builds | cache hits | lock waits "
+        "\n| schedule | workers | makespan h | worker h | occupied | builds | cache hits | lock waits "
         "| peak runs/s | mean runs/s | artifacts GB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
