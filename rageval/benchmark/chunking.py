@@ -28,8 +28,11 @@ from rageval.benchmark.tokenizers import get_tokenizer
 ALGORITHM = "rageval-chunking/1"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Chunk:
+    """One chunk. Slotted, and its indexed text built on demand: a corpus holds hundreds of
+    thousands, and a stored ``index_text`` would be a second copy of every document's text."""
+
     chunk_id: str
     parent_id: str
     position: int
@@ -37,8 +40,17 @@ class Chunk:
     end: int
     text: str
     headings: tuple[str, ...]
-    index_text: str
-    tokens: int
+    prefix: str  # title and heading path, indexed before the text ("" when headings are off)
+    counted: int | None  # tokens, when chunking counted them; None (method none): counted when asked
+    tokenizer: str
+
+    @property
+    def index_text(self) -> str:
+        return f"{self.prefix}\n{self.text}" if self.prefix else self.text
+
+    @property
+    def tokens(self) -> int:
+        return self.counted if self.counted is not None else len(get_tokenizer(self.tokenizer)(self.text))
 
 
 def config_hash(config: ChunkingConfig) -> str:
@@ -132,9 +144,11 @@ def chunk_document(document: Document, config: ChunkingConfig, digest: str | Non
     """Cut one document into chunks under ``config``."""
     digest = digest or config_hash(config)
     text = document.text
+    if config.method == "none":  # one chunk, its tokens counted only if someone asks
+        return [_make_chunk(document, config, digest, 0, 0, len(text), (), tokens=None)]
     spans = get_tokenizer(config.tokenizer)(text)
-    if config.method == "none" or not spans:
-        return [_make_chunk(document, config, digest, 0, 0, len(text), (), tokens=len(spans))]
+    if not spans:
+        return [_make_chunk(document, config, digest, 0, 0, len(text), (), tokens=0)]
 
     blocks = _blocks(text)
     windows = _windows(text, spans, blocks, config)
@@ -154,12 +168,11 @@ def _make_chunk(
     start: int,
     end: int,
     headings: tuple[str, ...],
-    tokens: int,
+    tokens: int | None,
 ) -> Chunk:
     body = document.text[start:end]
-    prefix = [document.title, *headings] if config.headings else []
-    prefix = [p for p in prefix if p]
-    index_text = (" > ".join(prefix) + "\n" + body) if prefix else body
+    parts = [document.title, *headings] if config.headings else []
+    parts = [p for p in parts if p]
     return Chunk(
         chunk_id=chunk_id(document.id, digest, position),
         parent_id=document.id,
@@ -168,8 +181,9 @@ def _make_chunk(
         end=end,
         text=body,
         headings=headings,
-        index_text=index_text,
-        tokens=tokens,
+        prefix=" > ".join(parts),
+        counted=tokens,
+        tokenizer=config.tokenizer,
     )
 
 

@@ -311,8 +311,18 @@ def _contexts(config: RunConfig, hits: dict[str, list], corpus: Corpus) -> tuple
 
 
 def _token_counter(config: RunConfig) -> Callable[[str], int]:
+    """Tokens in a text, each distinct text tokenized once per run: the same chunks reach many
+    queries' contexts, and each is counted for the context and again for its merged spans."""
     tokenizer = get_tokenizer(config.context.tokenizer or config.chunking.tokenizer)
-    return lambda text: len(tokenizer(text))
+    counts: dict[str, int] = {}
+
+    def count(text: str) -> int:
+        known = counts.get(text)
+        if known is None:
+            known = counts[text] = len(tokenizer(text))
+        return known
+
+    return count
 
 
 def _diagnostics(
@@ -322,13 +332,15 @@ def _diagnostics(
     final top ``final_k``, permission leaks, and the top score (for abstention)."""
     count = _token_counter(config)
     rows = []
+    any_acl = any(d.acl is not None for d in corpus.documents.values())
     for case in cases:
         qid = case.queryId
         final = [corpus.by_id(h.chunk_id) for h in hits.get(qid, [])]
         chunks = [corpus.by_id(h.chunk_id) for h in context.get(qid, [])]
         top = final[: config.final_k]
         principal = case.principal
-        leaks = [not visible(corpus.documents[c.parent_id], principal) for c in final]
+        # Without any acl every chunk is visible: skip the per-hit check.
+        leaks = [not visible(corpus.documents[c.parent_id], principal) for c in final] if any_acl else []
 
         merged = merged_spans(chunks)
         dedup_tokens = sum(
@@ -345,7 +357,9 @@ def _diagnostics(
                 "overlap_ratio": overlap_ratio(top),
                 "exact_duplicates": len(top) - len(exact_dedup([c.chunk_id for c in top], corpus)),
                 "permission_leaks": sum(leaks),
-                "permission_leaks_context": sum(not visible(corpus.documents[c.parent_id], principal) for c in chunks),
+                "permission_leaks_context": sum(not visible(corpus.documents[c.parent_id], principal) for c in chunks)
+                if any_acl
+                else 0,
                 "top_score": hits[qid][0].score if hits.get(qid) else np.nan,
             }
         )

