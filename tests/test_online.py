@@ -380,11 +380,15 @@ def store_files(store: str) -> list[Path]:
 
 
 @pytest.mark.e2e
-def test_online_run_is_sealed_simulated_and_free_of_query_text(store: str, tmp_path: Path):
+def test_online_run_is_sealed_simulated_and_free_of_query_text(tmp_path: Path):
     from test_compare import record_run
 
     from rageval.cli import app
     from rageval.tracking.store import Tracker
+
+    # A store of its own: the session's holds other tests' comparisons, whose tables rightly show query text.
+    (tmp_path / "store").mkdir()
+    store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
     baseline = record_run(store, name="online-baseline", experiment="online-tests")
     candidate = record_run(
