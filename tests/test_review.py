@@ -202,7 +202,14 @@ def test_a_later_review_resolves_an_earlier_rejection(gate, store, tmp_path):
 def test_scripted_review_is_simulated_and_pools_needs_judgment_queries(gate, store, tmp_path):
     tracker = Tracker(store)
     folder = tmp_path / "r"
-    start_review(gate["gate"], folder, tracker=tracker, n=5, k=10)
+    wrong = CliRunner().invoke(
+        app(), ["review", "start", gate["baseline"], "--out", str(folder), "--tracking-uri", store]
+    )
+    assert wrong.exit_code == 1 and "review a gate or comparison run" in wrong.output and not folder.exists()
+    started = CliRunner().invoke(
+        app(), ["review", "start", gate["gate"], "--out", str(folder), "--tracking-uri", store]
+    )
+    assert started.exit_code == 0 and "queries to review: fill" in started.output, started.output
     result = CliRunner().invoke(app(), ["review", "record", str(folder), "--scripted", "--tracking-uri", store])
     run_id = result.output.split("review run ")[1].split()[0]
     info = tracker.run(run_id)
@@ -218,7 +225,7 @@ def test_scripted_review_is_simulated_and_pools_needs_judgment_queries(gate, sto
         elif row["delta"] > 0:
             assert d["decision"] == "accept"
     wanted = {d["query_id"] for d in record["decisions"] if d["decision"] == "needs-judgment"}
-    assert wanted, "the starved candidate's top lists hold unjudged documents"
+    assert wanted, "the candidate brings unjudged documents into some top lists"
     manifest = read_pool(folder / "pool")
     assert manifest.items and {item.queryId for item in manifest.items} <= wanted
     assert set(manifest.runs) == {gate["baseline"], gate["candidate"]} and (folder / "pool" / "sheet.csv").is_file()

@@ -53,6 +53,14 @@ def lost_evidence(query_id: str, before: Top, after: Top, grades: Mapping[str, M
     return list(dict.fromkeys(lost))
 
 
+def new_unjudged(query_id: str, before: Top, after: Top, grades: Mapping[str, Mapping[str, int]]) -> list[str]:
+    """Unjudged documents in the candidate's top k that the baseline's top k lacks: what a judgment
+    pool must grade before the candidate's figures can be trusted for this query."""
+    seen = {parent for _, parent in before.get(query_id, ())}
+    judged = grades.get(query_id, {})
+    return list(dict.fromkeys(p for _, p in after.get(query_id, ()) if p not in judged and p not in seen))
+
+
 def select(
     before: pd.Series,
     after: pd.Series,
@@ -178,7 +186,7 @@ def review_sheet(
                 "candidate": row.candidate,
                 "delta": row.delta,
                 "lost_evidence": "; ".join(lost_evidence(q, base_top, cand_top, grades)),
-                "candidate_unjudged": sum(p not in judged for _, p in cand_top.get(q, ())),
+                "new_unjudged": len(new_unjudged(q, base_top, cand_top, grades)),
                 "baseline_top": _listing(base_top.get(q, ()), judged, texts),
                 "candidate_top": _listing(cand_top.get(q, ()), judged, texts),
                 "decision": "",
@@ -207,7 +215,7 @@ class ReviewRow(Strict):
     candidate: Any = None
     delta: Any = None
     lost_evidence: Any = None
-    candidate_unjudged: Any = None
+    new_unjudged: Any = None
     baseline_top: Any = None
     candidate_top: Any = None
 
@@ -221,7 +229,7 @@ REVIEW_COLUMNS = [
     "candidate",
     "delta",
     "lost_evidence",
-    "candidate_unjudged",
+    "new_unjudged",
     "baseline_top",
     "candidate_top",
     "decision",
@@ -336,7 +344,7 @@ def open_rejections(decisions: pd.DataFrame, carried: Mapping[str, Mapping[str, 
 def scripted_decisions(sheet: pd.DataFrame) -> pd.DataFrame:
     """The demo's decisions, from the figures alone (reviewer ``scripted-demo``; the run is
     labelled simulated): reject a permission query that lost judged evidence; accept a gain;
-    needs-judgment where the candidate's top holds unjudged documents; reject other lost evidence;
+    needs-judgment where the candidate brought unjudged documents into its top; reject other lost evidence;
     accept the rest (a reordering among judged documents)."""
     out = sheet.copy()
     for i, row in out.iterrows():
@@ -345,10 +353,10 @@ def scripted_decisions(sheet: pd.DataFrame) -> pd.DataFrame:
             decision, note = "reject", f"permission query lost judged evidence: {row['lost_evidence']}"
         elif row["delta"] > 0:
             decision, note = "accept", f"gain of {row['delta']:+.4f} on {row['measure']}"
-        elif int(row["candidate_unjudged"]) > 0:
+        elif int(row["new_unjudged"]) > 0:
             decision, note = (
                 "needs-judgment",
-                f"{int(row['candidate_unjudged'])} unjudged document(s) in the candidate's top",
+                f"the candidate brought {int(row['new_unjudged'])} unjudged document(s) into its top",
             )
         elif row["lost_evidence"]:
             decision, note = "reject", f"lost judged evidence: {row['lost_evidence']}"
