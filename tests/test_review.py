@@ -153,6 +153,8 @@ def test_an_undecided_row_makes_the_review_incomplete(gate, store, tmp_path):
     tracker = Tracker(store)
     folder = tmp_path / "r"
     start_review(gate["gate"], folder, tracker=tracker, n=2, k=5)
+    with pytest.raises(InputError, match="no row of the sheet has a decision .* is this the blank sheet"):
+        record_review(folder, tracker=tracker, reviewer="bo")
     fill(folder, lambda row: ("accept", "") if row.name else ("", ""))  # the first row left blank
     result = CliRunner().invoke(app(), ["review", "record", str(folder), "--reviewer", "bo", "--tracking-uri", store])
     assert result.exit_code == 1 and "1 undecided" in result.output

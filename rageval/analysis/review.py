@@ -266,7 +266,8 @@ def read_decisions(
     queries. Every bad row is a problem naming file, line and field: an unknown query, a decision
     outside ``accept``/``reject``/``needs-judgment``, a query decided twice, a decision without a
     reviewer, a rejection without its note, and an earlier rejection accepted without a note saying
-    why. Rows without a decision are context; the selected queries they leave are ``undecided``."""
+    why; and a sheet deciding nothing (the blank sheet). Rows without a decision are context; the
+    selected queries they leave are ``undecided``."""
     problems = [] if problems is None else problems
     wanted, reopened = set(selected), set(carried)
     seen: dict[str, str] = {}
@@ -302,6 +303,7 @@ def read_decisions(
         return None
 
     for file, rows in sheets:
+        before, errors = len(decided), len(problems)
         cleaned = [(line, _stripped(value)) for line, value in rows]
         for line, row in valid_rows(cleaned, ReviewRow, file, problems, check=check):
             if row.decision is None:
@@ -309,6 +311,15 @@ def read_decisions(
             seen[row.query_id] = f"{file}:{line}"
             name = (row.reviewer or "").strip() or (reviewer or "")
             decided.append((row.query_id, row.decision, name, (row.note or "").strip(), f"{file}:{line}"))
+        if len(decided) == before and len(problems) == errors:
+            problems.append(
+                Problem(
+                    file=file,
+                    field="decision",
+                    message=f"no row of the sheet has a decision ({len(rows)} row(s)): is this the blank sheet?",
+                    fix="fill in the decision column, or leave the sheet out",
+                )
+            )
     frame = pd.DataFrame(decided, columns=DECISION_COLUMNS)
     return Decisions(frame, [q for q in selected if q not in seen]), problems
 
