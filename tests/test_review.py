@@ -252,3 +252,47 @@ def test_the_sheet_neutralises_formulas_and_the_view_escapes_html(tmp_path):
         write_review(tmp_path / "r", {"queries": ["q1"]}, sheet, detail)
     html = review_view(detail).to_html()
     assert "<script>" not in html and "&lt;script&gt;" in html and "#f8d7da" in html
+
+
+def test_a_comparison_run_can_be_reviewed(gate, store, tmp_path):
+    from rageval.workflows.compare import execute_comparison
+
+    tracker = Tracker(store)
+    comparison = execute_comparison(gate["baseline"], [gate["candidate"]], tracker=tracker).run_id
+    started = start_review(comparison, tmp_path / "r", tracker=tracker, n=2, k=5, critical=["permissions"])
+    assert started.manifest["kind"] == "comparison" and started.manifest["measure"] == "nDCG@10"
+    assert started.manifest["candidate"] == gate["candidate"]
+    reasons = started.manifest["reasons"].values()
+    assert sum("loss" in r.split("; ") for r in reasons) == 2 and any("critical:permissions" in r for r in reasons)
+    assert not any("gate:" in r for r in reasons)  # no gate, no largest losses of its decision
+    fill(tmp_path / "r", lambda row: ("accept", ""))
+    outcome = record_review(tmp_path / "r", tracker=tracker, reviewer="ana")
+    assert tracker.run(outcome.run_id).tags["rageval.review.gate"] == comparison and outcome.status == "complete"
+
+
+def test_select_by_hand():
+    from rageval.analysis.review import select
+
+    before = pd.Series({"a": 0.9, "b": 0.5, "c": 0.5, "d": 0.2, "e": 0.4})
+    after = pd.Series({"a": 0.1, "b": 0.4, "c": 0.5, "d": 0.9, "e": 0.4})
+    same, moved = [("x", "X"), ("y", "Y")], [("y", "Y"), ("x", "X")]
+    frame = select(
+        before,
+        after,
+        n=1,
+        slices={"c": ["rare"], "e": ["rare"]},
+        critical=["rare"],
+        permission=["b", "c"],
+        base_top={"b": same, "c": same, "e": same},
+        cand_top={"b": same, "c": moved, "e": same},
+        flagged={"e": ["leak"]},
+        carried=["b"],
+    )
+    assert frame[["query_id", "reasons"]].values.tolist() == [
+        ["a", "loss"],  # n=1: the worst loss only, not b
+        ["b", "open-rejection"],  # its top did not change: no permission reason
+        ["c", "critical:rare; permission"],
+        ["e", "leak"],  # rare, but unchanged
+        ["d", "gain"],
+    ]
+    assert frame["delta"].tolist() == pytest.approx([-0.8, -0.1, 0.0, 0.0, 0.7])

@@ -99,7 +99,7 @@ def select(
             add(query_id, "permission")
     for query_id, why in sorted((flagged or {}).items()):
         for reason in why:
-            add(query_id, f"gate:{reason}")
+            add(query_id, reason)
     for query_id in sorted(set(carried)):
         add(query_id, "open-rejection")
     frame = pd.DataFrame(

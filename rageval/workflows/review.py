@@ -158,7 +158,7 @@ def start_review(
         measure = measure or next(iter(policy.measures))
         critical += [s for s in policy.critical_slices if s not in critical]
         for row in decision.get("largest_losses", []):
-            flagged.setdefault(str(row["query_id"]), []).append("largest-loss")
+            flagged.setdefault(str(row["query_id"]), []).append("gate:largest-loss")
     pair = read_pair(tracker, baseline, cand_id)
     before, after = wide_scores(pair.baseline.per_query), wide_scores(pair.candidate.per_query)
     measure = measure or ("nDCG@10" if "nDCG@10" in before.columns else str(before.columns[0]))
