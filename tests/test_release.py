@@ -266,3 +266,63 @@ def test_checklist_recomputes_the_ten_items_and_names_their_records(store, files
     assert f"rollback ({rollback})" in again.output
     assert "changed since the release run: 10. offline, shadow, online, and rollback" in again.output
     assert "FAIL → PASS" in again.output
+
+
+# --------------------------------------------------------------------------- the pure rules
+
+
+def evidence(layer: str, run_id: str, days_old: float = 0.0, **tags: str):
+    from rageval.analysis.release import Evidence
+
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    started = int((now - dt.timedelta(days=days_old)).timestamp() * 1000)
+    return Evidence(layer, run_id, {k.replace("__", "."): v for k, v in tags.items()}, started_ms=started)
+
+
+def test_config_names_match_when_no_run_ids_are_named_and_old_evidence_fails():
+    from rageval.analysis.release import Pair, ReleasePolicy, decide_release
+
+    policy = ReleasePolicy.model_validate({"layers": {"review": {"required": False}}, "max_age_days": 30})
+    pair = Pair("B", "C", "bm25-baseline", "hybrid")
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    gate = evidence("gate", "g", **{"rageval__gate__verdict": "pass", "rageval__gate__baseline": "B",
+                                    "rageval__gate__candidate": "C"})  # fmt: skip
+    by_name = evidence("online", "o", **{"rageval__online__verdict": "pass",
+                                         "rageval__online__baseline__config": "bm25-baseline",
+                                         "rageval__online__candidate__config": "hybrid"})  # fmt: skip
+    shadow = evidence("shadow", "s", **{"rageval__shadow__verdict": "pass", "rageval__shadow__baseline": "B",
+                                        "rageval__shadow__candidate": "C"})  # fmt: skip
+    found = decide_release(policy, {"gate": gate, "shadow": shadow, "online": by_name}, pair, now=now)
+    assert found.verdict == "pass", found.reasons
+    assert [r.verdict for r in found.layers] == ["pass", "absent", "pass", "pass"]
+
+    wrong = evidence("online", "o", **{"rageval__online__verdict": "pass",
+                                       "rageval__online__baseline__config": "bm25-baseline",
+                                       "rageval__online__candidate__config": "dense"})  # fmt: skip
+    found = decide_release(policy, {"gate": gate, "shadow": shadow, "online": wrong}, pair, now=now)
+    assert found.verdict == "fail"
+    assert "its candidate configuration is 'dense', the release's is 'hybrid' (run C)" in found.reasons[0]
+
+    old = evidence("shadow", "s", days_old=45, **{"rageval__shadow__verdict": "pass",
+                                                  "rageval__shadow__baseline": "B", "rageval__shadow__candidate": "C"})  # fmt: skip
+    found = decide_release(policy, {"gate": gate, "shadow": old, "online": by_name}, pair, now=now)
+    assert found.verdict == "fail" and "45.0 days old, more than max_age_days 30" in found.reasons[0]
+
+
+def test_an_llm_assessor_needs_a_passing_calibration_run():
+    from rageval.analysis.checklist import ChecklistInputs, checklist
+    from rageval.analysis.release import ReleaseDecision
+
+    decision = ReleaseDecision("pass", [], [], None)
+    base = ChecklistInputs("R", decision, {}, None, None)
+    assert checklist(base)[5].verdict == "pass" and "no LLM labels" in checklist(base)[5].reason
+    labelled = ChecklistInputs("R", decision, {}, None, None, llm_assessors={"llm:qwen@abc123": "notes line 4"})
+    (item,) = [i for i in checklist(labelled) if i.number == 6]
+    assert item.verdict == "fail" and "no passing judge-calibration run for llm:qwen@abc123" in item.reason
+    calibration = evidence("judge-calibration", "K", **{"rageval__judge__model": "qwen",
+                                                        "rageval__judge__prompt": "abc123def", "rageval__judge__verdict": "pass"})  # fmt: skip
+    calibrated = ChecklistInputs(
+        "R", decision, {}, None, None, llm_assessors={"llm:qwen@abc123": "notes line 4"}, calibrations=[calibration]
+    )
+    (item,) = [i for i in checklist(calibrated) if i.number == 6]
+    assert item.verdict == "pass" and "llm:qwen@abc123 by K" in item.reason
