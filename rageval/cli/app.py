@@ -4,7 +4,7 @@ into :mod:`rageval.workflows` or a pure package)."""
 from __future__ import annotations
 
 # Importing a command group registers its commands on the app.
-from rageval.cli import benchmark, checkout, compare, judge, metrics, online, runs, server, shadow  # noqa: F401
+from rageval.cli import benchmark, checkout, compare, judge, metrics, online, registry, runs, server, shadow  # noqa: F401
 from rageval.cli.common import app
 
 
