@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from servers import fresh_experiment, require_services
 from test_compare import record_run
 from typer.testing import CliRunner
 
@@ -45,12 +46,14 @@ def runs(reg_store: str) -> dict[str, str]:
     }
 
 
-def release_run(store: str, runs: dict[str, str], verdict: str) -> str:
+def release_run(
+    store: str, runs: dict[str, str], verdict: str, *, family: str = FAMILY, experiment: str = "registry-tests"
+) -> str:
     """A minimal sealed release run carrying the release record's tags."""
     tracker = Tracker(store)
     decision = {"verdict": verdict, "reasons": [] if verdict == "pass" else ["gate run failed: nDCG@10 loss"]}
     run_id = tracker.create_run(
-        "registry-tests",
+        experiment,
         f"release {verdict}",
         params={},
         tags={
@@ -58,7 +61,7 @@ def release_run(store: str, runs: dict[str, str], verdict: str) -> str:
             "rageval.release.verdict": verdict,
             "rageval.release.baseline": runs["baseline"],
             "rageval.release.candidate": runs["candidate"],
-            "rageval.release.family": FAMILY,
+            "rageval.release.family": family,
             "rageval.simulated": "true",
         },
         files={"decision.json": json.dumps(decision).encode()},
@@ -131,8 +134,10 @@ def test_a_tampered_bundle_refuses_the_rollback(reg_store, runs):
     assert champion.evaluation_run == runs["candidate"] and previous.evaluation_run == runs["baseline"]
     root = Path(urlparse(tracker.run(previous.bundle_run).artifact_uri).path)
     (index,) = [p for p in root.glob("cache/bm25/*/*") if p.name != "entry.json"][:1]
-    index.write_bytes(index.read_bytes() + b"\0")
+    intact = index.read_bytes()
+    index.write_bytes(intact + b"\0")
     result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    index.write_bytes(intact)
     assert result.exit_code == 1, result.output
     assert "rollback refused, aliases not moved" in result.output and "VerificationError" in result.output
     assert registry.alias(FAMILY, CHAMPION).version == champion.version
@@ -140,3 +145,42 @@ def test_a_tampered_bundle_refuses_the_rollback(reg_store, runs):
     failed = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "rollback" and not r.sealed]
     assert len(failed) == 1 and failed[0].status == "FAILED"
     assert "aliases not moved" in failed[0].tags["rageval.error"]
+
+
+def test_a_missing_bundle_refuses_the_rollback(reg_store, runs):
+    tracker = Tracker(reg_store)
+    registry = Registry(tracker)
+    previous = registry.alias(FAMILY, PREVIOUS)
+    root = Path(urlparse(tracker.run(previous.bundle_run).artifact_uri).path)
+    shutil.rmtree(root / "cache")  # the artifact store lost the index
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    assert result.exit_code == 1, result.output
+    assert "rollback refused, aliases not moved" in result.output and "VerificationError" in result.output
+    assert registry.alias(FAMILY, PREVIOUS).version == previous.version
+    registry.tag_version(FAMILY, previous.version, {"rageval.bundle": "0" * 32})  # a bundle run that is gone
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    assert result.exit_code == 1 and f"no run '{'0' * 32}'" in result.output, result.output
+    assert registry.alias(FAMILY, CHAMPION).evaluation_run == runs["candidate"]
+
+
+def test_promote_and_rollback_through_a_tracking_server(mlflow_server, isolated_cache: Path):
+    """The same path against ``mlflow server`` (PostgreSQL, proxied artifacts): the server accepts
+    a ``runs:/`` source only with that run's ID as the version's run_id."""
+    require_services()
+    uri, experiment = mlflow_server.tracking_uri, fresh_experiment("registry")
+    family = f"{experiment}-family"
+    made = {
+        role: record_run(
+            uri, split="release", overrides=[STAGES % values], name=role, experiment=experiment, family=family
+        )
+        for role, values in (("baseline", (0.9, 0.4)), ("candidate", (1.2, 0.75)))
+    }
+    passing = release_run(uri, made, "pass", family=family, experiment=experiment)
+    result = invoke("promote", passing, "--tracking-uri", uri, "--sample", "5")
+    assert result.exit_code == 0, result.output
+    for child in isolated_cache.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    result = invoke("rollback", family, "--tracking-uri", uri, "--sample", "5")
+    assert result.exit_code == 0, result.output
+    assert "5 of 5 sampled queries ranked identically" in result.output
+    assert Registry(Tracker(uri)).alias(family, CHAMPION).evaluation_run == made["baseline"]
