@@ -3,8 +3,8 @@
 
 A version's serving inputs outlive ``.rageval-cache``: promoting a configuration records a sealed
 ``rageval.kind=bundle`` run holding its ``config.yaml`` and the content-addressed cache entries its
-pipeline reads (BM25 index, embeddings; each entry with its ``entry.json`` of sha256s), built afresh
-into an empty cache. A rollback downloads that bundle into a fresh temporary cache, rebuilds the
+pipeline reads (BM25 index, embeddings; each entry with its ``entry.json`` of sha256s), once a
+sample of its queries re-run on them gives the evaluation run's recorded rankings. A rollback downloads that bundle into a fresh temporary cache, rebuilds the
 pipeline from it (every cached stage must be a hit: nothing is rebuilt), re-runs a sample of the
 evaluation run's queries and requires the rankings it recorded; only then are the aliases moved.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from rageval.experiment.run import corpus_for
 from rageval.experiment.stages import rankings_frame
 from rageval.hashing import sha256_bytes, sha256_file
 from rageval.paths import project_root
-from rageval.retrieval.cache import ENTRY, Cache
+from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
 from rageval.safety import csv_bytes
 from rageval.tracking.registry import (
@@ -118,13 +119,27 @@ def _build(config_yaml: str, benchmark: Benchmark, cache: Cache) -> tuple[Pipeli
     return pipeline, {c.chunk_id: c for c in chunks}
 
 
+class _Recording(Cache):
+    """The cache, noting every entry a pipeline reads or builds: those are what it serves from."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        super().__init__(root)
+        self.used: list[Path] = []
+
+    def get_or_build(self, kind: str, key: Mapping[str, Any], build: Callable[[Path], None]) -> CacheResult:
+        result = super().get_or_build(kind, key, build)
+        self.used.append(result.path)
+        return result
+
+
 def make_bundle(tracker: Tracker, evaluation_run: str, *, sample: int, seed: int) -> Bundle:
-    """Build the run's cache entries into an empty cache, check them against the run's rankings,
-    and record them with the configuration as a sealed bundle run."""
+    """Check the run's configuration against its recorded rankings with the project's cache (its
+    entries read, or built when absent), and record the configuration and the entries it used as
+    a sealed bundle run."""
     info = sealed_and_intact(tracker, evaluation_run)
     with tempfile.TemporaryDirectory(prefix="rageval-bundle-") as tmp:
         config_yaml = tracker.download(evaluation_run, "config.yaml", Path(tmp)).read_text()
-        cache = Cache(Path(tmp) / "cache")
+        cache = _Recording()
         benchmark = _benchmark_for(tracker, evaluation_run, config_yaml)
         check = _rerun(tracker, evaluation_run, config_yaml, benchmark, cache, sample=sample, seed=seed, hits=False)
         if not check.passed:
@@ -134,10 +149,8 @@ def make_bundle(tracker: Tracker, evaluation_run: str, *, sample: int, seed: int
             )
         files: dict[str, bytes] = {"config.yaml": config_yaml.encode()}
         entries = []
-        for entry in sorted(cache.root.glob(f"*/*/{ENTRY}")):
-            folder = entry.parent
-            if folder.name.startswith("."):
-                continue  # staging or discarded folders
+        for folder in dict.fromkeys(cache.used):
+            entry = folder / ENTRY
             record = json.loads(entry.read_text())
             payload = {name: (folder / name).read_bytes() for name in record["files"]}
             for name, data in payload.items():
@@ -157,6 +170,7 @@ def make_bundle(tracker: Tracker, evaluation_run: str, *, sample: int, seed: int
         "entries": entries,
         "bytes": sum(len(d) for d in files.values()),
         "checked_queries": check.queries,
+        "cache_hits": check.cache_hits,  # False: the entry was not in the project's cache and was built now
     }
     files[BUNDLE_FILE] = json.dumps(record, indent=2).encode()
     run_id = tracker.create_run(
