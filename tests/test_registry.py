@@ -163,6 +163,23 @@ def test_a_missing_bundle_refuses_the_rollback(reg_store, runs):
     assert registry.alias(FAMILY, CHAMPION).evaluation_run == runs["candidate"]
 
 
+def test_aliases_moved_outside_rageval_refuse_the_rollback(reg_store, runs):
+    registry = Registry(Tracker(reg_store))
+    champion = registry.alias(FAMILY, CHAMPION)
+    previous = registry.alias(FAMILY, PREVIOUS)
+    registry.client.set_registered_model_alias(FAMILY, PREVIOUS, champion.version)
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    assert result.exit_code == 1 and "the aliases were moved outside rageval" in result.output, result.output
+    registry.client.set_registered_model_alias(FAMILY, PREVIOUS, previous.version)
+
+
+def test_a_release_naming_another_family_is_not_promoted(reg_store, runs):
+    other = release_run(reg_store, runs, "pass", family="some-other-family")
+    result = invoke("promote", other, "--tracking-uri", reg_store)
+    assert result.exit_code == 1
+    assert f"names family 'some-other-family' but its baseline run {runs['baseline']}" in result.output
+
+
 def test_promote_and_rollback_through_a_tracking_server(mlflow_server, isolated_cache: Path):
     """The same path against ``mlflow server`` (PostgreSQL, proxied artifacts): the server accepts
     a ``runs:/`` source only with that run's ID as the version's run_id."""

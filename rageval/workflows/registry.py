@@ -37,6 +37,7 @@ from rageval.tracking.registry import (
     BUNDLE_TAG,
     CHAMPION,
     CONFIG_SHA_TAG,
+    HISTORY_TAG,
     PREVIOUS,
     Registry,
     Version,
@@ -302,6 +303,13 @@ def execute_promote(
     and record a sealed promotion run."""
     tags = _passing_release(tracker, release_run)
     family, baseline, candidate = (tags[f"rageval.release.{k}"] for k in ("family", "baseline", "candidate"))
+    for role, run in (("baseline", baseline), ("candidate", candidate)):
+        run_tags = sealed_and_intact(tracker, run).tags
+        of = run_tags.get("rageval.config.family") or run_tags.get("rageval.config.name", "")
+        if of != family:
+            raise TrackingError(
+                f"release run {release_run} names family {family!r} but its {role} run {run} is of family {of!r}"
+            )
     registry = Registry(tracker)
     registry.ensure_model(family, f"rageval retriever family {family!r}: each version one configuration")
     bundles: dict[str, Bundle] = {}
@@ -379,6 +387,12 @@ def execute_rollback(
     champion, previous = registry.alias(family, CHAMPION), registry.alias(family, PREVIOUS)
     if champion is None or previous is None or len(history) < 2:
         raise TrackingError(f"registered model {family!r} has no previous champion to roll back to")
+    if (champion.version, previous.version) != (history[-1], history[-2]):
+        raise TrackingError(
+            f"registered model {family!r}: champion v{champion.version} and previous v{previous.version} are not "
+            f"the top of its {HISTORY_TAG} {history}: the aliases were moved outside rageval; set them back "
+            "(or promote a release) before rolling back"
+        )
     check = verify_version(tracker, previous, sample=sample, seed=seed)
     name = experiment or tracker.experiment_name(tracker.run(previous.evaluation_run).experiment_id)
     record = {
