@@ -1,0 +1,111 @@
+"""The MLflow Model Registry as rageval uses it: one registered model per retriever family (the
+configurations' ``name``), one version per configuration, the aliases ``champion`` and ``previous``.
+
+A version's ``source`` is ``runs:/<evaluation run>/config.yaml`` with ``run_id`` the same run: an
+MLflow server accepts a ``runs:/`` source only when its run ID is the version's ``run_id``, and the
+sqlite store stores it as given. What serving needs beyond the configuration (the BM25 index,
+the embeddings) is in a sealed bundle run, named by the version's :data:`BUNDLE_TAG`.
+
+Which versions were champion, oldest first, is a JSON list in the registered model's
+:data:`HISTORY_TAG`: a promotion pushes, a rollback pops, and ``previous`` is always the entry
+below the top (no alias when there is none).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from rageval.errors import TrackingError
+from rageval.tracking.store import Tracker
+
+CHAMPION = "champion"
+PREVIOUS = "previous"
+EVALUATION_TAG = "rageval.evaluation"
+BUNDLE_TAG = "rageval.bundle"
+BUNDLE_SEAL_TAG = "rageval.bundle.seal"
+CONFIG_SHA_TAG = "rageval.config.sha256"
+HISTORY_TAG = "rageval.champion.history"
+
+
+@dataclass(frozen=True)
+class Version:
+    model: str
+    version: str
+    evaluation_run: str
+    bundle_run: str
+    tags: dict[str, str]
+
+
+class Registry:
+    """The registry of a tracking store (the same URI: MLflow's registry URI defaults to it)."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+        self.client = tracker.client
+
+    def ensure_model(self, name: str, description: str) -> None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_registered_model(name)
+        except MlflowException:
+            self.client.create_registered_model(name, tags={HISTORY_TAG: "[]"}, description=description)
+
+    def version_of(self, name: str, evaluation_run: str) -> Version | None:
+        """The version registered for ``evaluation_run``, if any."""
+        found = self.client.search_model_versions(f"name = '{name}' and run_id = '{evaluation_run}'")
+        return self._version(found[0]) if found else None
+
+    def register(self, name: str, evaluation_run: str, tags: dict[str, str]) -> Version:
+        made = self.client.create_model_version(
+            name,
+            f"runs:/{evaluation_run}/config.yaml",
+            run_id=evaluation_run,
+            tags={EVALUATION_TAG: evaluation_run, **tags},
+            await_creation_for=0,
+        )
+        return self._version(made)
+
+    def get(self, name: str, version: str) -> Version:
+        return self._version(self.client.get_model_version(name, version))
+
+    def alias(self, name: str, alias: str) -> Version | None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self._version(self.client.get_model_version_by_alias(name, alias))
+        except MlflowException:
+            return None
+
+    def history(self, name: str) -> list[str]:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            model = self.client.get_registered_model(name)
+        except MlflowException:
+            raise TrackingError(
+                f"no registered model {name!r} in {self.tracker.uri}: promote a release of that family first "
+                "(`rageval promote RELEASE_RUN`)"
+            ) from None
+        return list(json.loads(model.tags.get(HISTORY_TAG, "[]")))
+
+    def set_champions(self, name: str, history: list[str]) -> None:
+        """Record the champion history and point ``champion`` at its top, ``previous`` below it."""
+        self.client.set_registered_model_tag(name, HISTORY_TAG, json.dumps(history))
+        self.client.set_registered_model_alias(name, CHAMPION, history[-1])
+        if len(history) > 1:
+            self.client.set_registered_model_alias(name, PREVIOUS, history[-2])
+        elif self.alias(name, PREVIOUS) is not None:
+            self.client.delete_registered_model_alias(name, PREVIOUS)
+
+    def tag_version(self, name: str, version: str, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_model_version_tag(name, version, key, value)
+
+    @staticmethod
+    def _version(found) -> Version:  # noqa: ANN001 - an mlflow ModelVersion
+        tags = dict(found.tags)
+        return Version(
+            found.name, str(found.version), tags.get(EVALUATION_TAG, found.run_id or ""), tags.get(BUNDLE_TAG, ""), tags
+        )

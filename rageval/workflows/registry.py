@@ -1,0 +1,440 @@
+"""``rageval promote RELEASE_RUN`` and ``rageval rollback FAMILY``: the Model Registry's aliases
+``champion`` and ``previous`` moved only on evidence, each move recorded as a sealed run.
+
+A version's serving inputs outlive ``.rageval-cache``: promoting a configuration records a sealed
+``rageval.kind=bundle`` run holding its ``config.yaml`` and the content-addressed cache entries its
+pipeline reads (BM25 index, embeddings; each entry with its ``entry.json`` of sha256s), once a
+sample of its queries re-run on them gives the evaluation run's recorded rankings. A rollback downloads that bundle into a fresh temporary cache, rebuilds the
+pipeline from it (every cached stage must be a hit: nothing is rebuilt), re-runs a sample of the
+evaluation run's queries and requires the rankings it recorded; only then are the aliases moved.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rageval.benchmark.chunking import chunk_corpus
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.config.load import config_from_yaml
+from rageval.errors import RagevalError, TrackingError
+from rageval.experiment.latency import sample_queries
+from rageval.experiment.run import corpus_for
+from rageval.experiment.stages import rankings_frame
+from rageval.hashing import sha256_bytes, sha256_file
+from rageval.paths import project_root
+from rageval.retrieval.cache import ENTRY, Cache, CacheResult
+from rageval.retrieval.pipeline import Pipeline
+from rageval.safety import csv_bytes
+from rageval.tracking.registry import (
+    BUNDLE_SEAL_TAG,
+    BUNDLE_TAG,
+    CHAMPION,
+    CONFIG_SHA_TAG,
+    HISTORY_TAG,
+    PREVIOUS,
+    Registry,
+    Version,
+)
+from rageval.tracking.store import Tracker
+from rageval.workflows.guards import sealed_and_intact
+from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+
+BUNDLE_FILE = "bundle.json"
+BUNDLE_OF_TAG = "rageval.bundle.evaluation"  # on the bundle run: whose serving inputs it holds
+
+
+@dataclass(frozen=True)
+class Bundle:
+    run_id: str
+    seal: str
+    bytes: int  # config + cache entries, as uploaded
+    entries: list[dict[str, Any]]
+
+
+@dataclass
+class Check:
+    """A bundle re-run on a sample of its evaluation run's queries."""
+
+    queries: list[str]
+    identical: list[str] = field(default_factory=list)
+    differing: list[str] = field(default_factory=list)
+    cache_hits: dict[str, bool] = field(default_factory=dict)
+    problem: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.problem is None and not self.differing and bool(self.identical)
+
+
+@dataclass(frozen=True)
+class PromotionOutcome:
+    run_id: str
+    model: str
+    champion: Version
+    previous: Version | None
+    bundles: dict[str, Bundle]  # evaluation run → bundle made now
+
+
+@dataclass(frozen=True)
+class RollbackOutcome:
+    run_id: str
+    model: str
+    passed: bool
+    restored: Version
+    rolled_back: Version
+    check: Check
+
+
+# ---------------------------------------------------------------------------- bundles
+
+
+def _benchmark_for(tracker: Tracker, evaluation_run: str, config_yaml: str) -> Benchmark:
+    """The benchmark the run's configuration names, refused unless it is the version the run used."""
+    info = tracker.run(evaluation_run)
+    benchmark = load_benchmark(config_from_yaml(config_yaml).benchmark)
+    changed = [
+        part
+        for part in ("corpus", "cases")
+        if info.tags.get(f"rageval.hash.{part}") not in (None, benchmark.hashes[part])
+    ]
+    if changed:
+        raise TrackingError(
+            f"the benchmark at {benchmark.path} is not the version run {evaluation_run} used "
+            f"({', '.join(changed)} hash differs): check out that version"
+        )
+    return benchmark
+
+
+def _build(config_yaml: str, benchmark: Benchmark, cache: Cache) -> tuple[Pipeline, dict[str, Any]]:
+    config = config_from_yaml(config_yaml)
+    chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
+    corpus = corpus_for(config, benchmark, chunks, cache)
+    pipeline = Pipeline.from_config(config.retrieval.stages, corpus, source="the bundled config.yaml")
+    return pipeline, {c.chunk_id: c for c in chunks}
+
+
+class _Recording(Cache):
+    """The cache, noting every entry a pipeline reads or builds: those are what it serves from."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        super().__init__(root)
+        self.used: list[Path] = []
+
+    def get_or_build(self, kind: str, key: Mapping[str, Any], build: Callable[[Path], None]) -> CacheResult:
+        result = super().get_or_build(kind, key, build)
+        self.used.append(result.path)
+        return result
+
+
+def make_bundle(tracker: Tracker, evaluation_run: str, *, sample: int, seed: int) -> Bundle:
+    """Check the run's configuration against its recorded rankings with the project's cache (its
+    entries read, or built when absent), and record the configuration and the entries it used as
+    a sealed bundle run."""
+    info = sealed_and_intact(tracker, evaluation_run)
+    with tempfile.TemporaryDirectory(prefix="rageval-bundle-") as tmp:
+        config_yaml = tracker.download(evaluation_run, "config.yaml", Path(tmp)).read_text()
+        cache = _Recording()
+        benchmark = _benchmark_for(tracker, evaluation_run, config_yaml)
+        check = _rerun(tracker, evaluation_run, config_yaml, benchmark, cache, sample=sample, seed=seed, hits=False)
+        if not check.passed:
+            raise TrackingError(
+                f"run {evaluation_run}'s configuration, rebuilt here, does not reproduce its recorded rankings "
+                f"({check.problem or 'differing queries: ' + ', '.join(check.differing[:5])}): it cannot be bundled"
+            )
+        files: dict[str, bytes] = {"config.yaml": config_yaml.encode()}
+        entries = []
+        for folder in dict.fromkeys(cache.used):
+            entry = folder / ENTRY
+            record = json.loads(entry.read_text())
+            payload = {name: (folder / name).read_bytes() for name in record["files"]}
+            for name, data in payload.items():
+                files[f"cache/{folder.parent.name}/{folder.name}/{name}"] = data
+            files[f"cache/{folder.parent.name}/{folder.name}/{ENTRY}"] = entry.read_bytes()
+            entries.append(
+                {
+                    "kind": folder.parent.name,
+                    "digest": folder.name,
+                    "files": record["files"],
+                    "bytes": sum(len(d) for d in payload.values()),
+                }
+            )
+    record = {
+        "evaluation_run": evaluation_run,
+        "config": {"path": "config.yaml", "sha256": sha256_bytes(files["config.yaml"])},
+        "entries": entries,
+        "bytes": sum(len(d) for d in files.values()),
+        "checked_queries": check.queries,
+        "cache_hits": check.cache_hits,  # False: the entry was not in the project's cache and was built now
+    }
+    files[BUNDLE_FILE] = json.dumps(record, indent=2).encode()
+    run_id = tracker.create_run(
+        tracker.experiment_name(info.experiment_id),
+        f"bundle {info.name}",
+        params={"evaluation_run": evaluation_run},
+        tags={
+            **git_state(project_root()),
+            "rageval.version": RAGEVAL_VERSION,
+            "rageval.kind": "bundle",
+            BUNDLE_OF_TAG: evaluation_run,
+            CONFIG_SHA_TAG: record["config"]["sha256"],
+            "rageval.config.name": info.tags.get("rageval.config.name", ""),
+        },
+        files=files,
+    )
+    try:
+        tracker.log_metrics(run_id, {"bundle_bytes": record["bytes"], "cache_entries": len(entries)})
+        seal = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return Bundle(run_id, seal, record["bytes"], entries)
+
+
+def _rerun(
+    tracker: Tracker,
+    evaluation_run: str,
+    config_yaml: str,
+    benchmark: Benchmark,
+    cache: Cache,
+    *,
+    sample: int,
+    seed: int,
+    hits: bool,
+) -> Check:
+    """Re-run ``sample`` of the run's queries (drawn with ``seed``) through the pipeline built on
+    ``cache``; with ``hits``, every cached stage must have read its entry, not rebuilt it."""
+    config = config_from_yaml(config_yaml)
+    queries = sample_queries(benchmark, config.split, sample, seed)
+    check = Check([q.query_id for q in queries])
+    if not queries:
+        check.problem = f"split {config.split!r} of the benchmark has no query to re-run"
+        return check
+    pipeline, chunks = _build(config_yaml, benchmark, cache)
+    check.cache_hits = pipeline.cache_hits()
+    if hits and not all(check.cache_hits.values()):
+        missed = [stage for stage, hit in check.cache_hits.items() if not hit]
+        check.problem = f"the bundle lacks the cache entries of stage(s) {', '.join(missed)}: they had to be rebuilt"
+        return check
+    output = pipeline.run(queries)
+    now = rankings_frame(output.hits, pipeline.names[-1], chunks)
+    recorded = tracker.rankings(evaluation_run)
+    for qid in check.queries:
+        a = recorded[recorded["query_id"] == qid].sort_values("rank")[["rank", "chunk_id", "score"]]
+        b = now[now["query_id"] == qid].sort_values("rank")[["rank", "chunk_id", "score"]]
+        same = a.reset_index(drop=True).equals(b.reset_index(drop=True))
+        (check.identical if same else check.differing).append(qid)
+    return check
+
+
+def verify_version(tracker: Tracker, version: Version, *, sample: int, seed: int) -> Check:
+    """The version's configuration and cache entries, from the artifact store only, re-run on a
+    sample of its evaluation run's queries. A missing or altered bundle is a failed check."""
+    if not version.bundle_run:
+        return Check([], problem=f"version {version.version} of {version.model} names no bundle ({BUNDLE_TAG})")
+    try:
+        bundle = sealed_and_intact(tracker, version.bundle_run)
+        if bundle.tags.get(BUNDLE_OF_TAG) != version.evaluation_run:
+            raise TrackingError(f"bundle run {version.bundle_run} is not of evaluation run {version.evaluation_run}")
+        sealed_and_intact(tracker, version.evaluation_run)
+        with tempfile.TemporaryDirectory(prefix="rageval-rollback-") as tmp:
+            root = tracker.download(version.bundle_run, "", Path(tmp) / "bundle")
+            record = json.loads((root / BUNDLE_FILE).read_text())
+            config_file = root / record["config"]["path"]
+            if sha256_file(config_file) != version.tags.get(CONFIG_SHA_TAG):
+                raise TrackingError(f"the bundled config.yaml is not the configuration version {version.version} names")
+            config_yaml = config_file.read_text()
+            benchmark = _benchmark_for(tracker, version.evaluation_run, config_yaml)
+            return _rerun(
+                tracker,
+                version.evaluation_run,
+                config_yaml,
+                benchmark,
+                Cache(root / "cache"),
+                sample=sample,
+                seed=seed,
+                hits=True,
+            )
+    except (RagevalError, OSError, ValueError, KeyError) as exc:
+        return Check([], problem=f"{type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------------------- promote
+
+
+def _passing_release(tracker: Tracker, release_run: str) -> dict[str, str]:
+    info = sealed_and_intact(tracker, release_run)
+    tags = info.tags
+    if tags.get("rageval.kind") != "release":
+        raise TrackingError(f"run {release_run} is a {tags.get('rageval.kind', 'untyped')} run, not a release run")
+    verdict = tags.get("rageval.release.verdict")
+    if verdict != "pass":
+        reasons = ""
+        try:
+            with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+                decision = json.loads(tracker.download(release_run, "decision.json", Path(tmp)).read_text())
+            failed = decision.get("reasons") or decision.get("failed") or []
+            reasons = f": {'; '.join(map(str, failed))}" if failed else ""
+        except (TrackingError, ValueError, AttributeError):
+            pass
+        raise TrackingError(
+            f"release run {release_run} has verdict {verdict!r}{reasons}; only a release with "
+            "rageval.release.verdict=pass may be promoted"
+        )
+    missing = [k for k in ("baseline", "candidate", "family") if not tags.get(f"rageval.release.{k}")]
+    if missing:
+        raise TrackingError(
+            f"release run {release_run} lacks tag(s) {', '.join('rageval.release.' + m for m in missing)}"
+        )
+    return tags
+
+
+def execute_promote(
+    release_run: str, *, tracker: Tracker, sample: int = 20, seed: int = 0, experiment: str | None = None
+) -> PromotionOutcome:
+    """Register the release's candidate (and its baseline when new), bundle their serving inputs,
+    move ``champion`` to the candidate and ``previous`` to the former champion (or the baseline),
+    and record a sealed promotion run."""
+    tags = _passing_release(tracker, release_run)
+    family, baseline, candidate = (tags[f"rageval.release.{k}"] for k in ("family", "baseline", "candidate"))
+    for role, run in (("baseline", baseline), ("candidate", candidate)):
+        run_tags = sealed_and_intact(tracker, run).tags
+        of = run_tags.get("rageval.config.family") or run_tags.get("rageval.config.name", "")
+        if of != family:
+            raise TrackingError(
+                f"release run {release_run} names family {family!r} but its {role} run {run} is of family {of!r}"
+            )
+    registry = Registry(tracker)
+    registry.ensure_model(family, f"rageval retriever family {family!r}: each version one configuration")
+    bundles: dict[str, Bundle] = {}
+    versions: dict[str, Version] = {}
+    for role, run in (("baseline", baseline), ("candidate", candidate)):
+        existing = registry.version_of(family, run)
+        if existing is not None:
+            versions[role] = existing
+            continue
+        bundles[run] = make_bundle(tracker, run, sample=sample, seed=seed)
+        config_sha = tracker.run(bundles[run].run_id).tags[CONFIG_SHA_TAG]
+        versions[role] = registry.register(
+            family,
+            run,
+            {
+                BUNDLE_TAG: bundles[run].run_id,
+                BUNDLE_SEAL_TAG: bundles[run].seal,
+                CONFIG_SHA_TAG: config_sha,
+                "rageval.promotion.release": release_run,
+            },
+        )
+    history = registry.history(family)
+    if not history:
+        history = [versions["baseline"].version]
+    if history[-1] != versions["candidate"].version:
+        history.append(versions["candidate"].version)
+    former = registry.alias(family, CHAMPION)
+    name = experiment or tracker.experiment_name(tracker.run(release_run).experiment_id)
+    record = {
+        "release_run": release_run,
+        "model": family,
+        "champion": versions["candidate"].__dict__,
+        "previous": (registry.get(family, history[-2]).__dict__ if len(history) > 1 else None),
+        "former_champion": former.__dict__ if former else None,
+        "history": history,
+        "bundles": {run: b.__dict__ for run, b in bundles.items()},
+    }
+    run_id = tracker.create_run(
+        name,
+        f"promote {family} v{versions['candidate'].version}",
+        params={"release": release_run, "model": family},
+        tags={
+            **git_state(project_root()),
+            "rageval.version": RAGEVAL_VERSION,
+            "rageval.kind": "promotion",
+            "rageval.promotion.release": release_run,
+            "rageval.registry.model": family,
+            "rageval.registry.champion": versions["candidate"].version,
+            "rageval.registry.previous": history[-2] if len(history) > 1 else "",
+            "rageval.registry.former_champion": former.version if former else "",
+        },
+        files={"promotion.json": json.dumps(record, indent=2).encode()},
+    )
+    try:
+        registry.set_champions(family, history)
+        tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"promotion failed: {type(exc).__name__}: {exc}")
+        raise
+    previous = registry.alias(family, PREVIOUS)
+    return PromotionOutcome(run_id, family, versions["candidate"], previous, bundles)
+
+
+# ---------------------------------------------------------------------------- rollback
+
+
+def execute_rollback(
+    family: str, *, tracker: Tracker, sample: int = 20, seed: int = 0, experiment: str | None = None
+) -> RollbackOutcome:
+    """Move ``champion`` back to ``previous`` once that version's bundle, from the artifact store,
+    reproduces its evaluation run's rankings on a sample; record a sealed rollback run (FAILED, the
+    aliases untouched, when it does not)."""
+    registry = Registry(tracker)
+    history = registry.history(family)
+    champion, previous = registry.alias(family, CHAMPION), registry.alias(family, PREVIOUS)
+    if champion is None or previous is None or len(history) < 2:
+        raise TrackingError(f"registered model {family!r} has no previous champion to roll back to")
+    if (champion.version, previous.version) != (history[-1], history[-2]):
+        raise TrackingError(
+            f"registered model {family!r}: champion v{champion.version} and previous v{previous.version} are not "
+            f"the top of its {HISTORY_TAG} {history}: the aliases were moved outside rageval; set them back "
+            "(or promote a release) before rolling back"
+        )
+    check = verify_version(tracker, previous, sample=sample, seed=seed)
+    name = experiment or tracker.experiment_name(tracker.run(previous.evaluation_run).experiment_id)
+    record = {
+        "model": family,
+        "from": champion.__dict__,
+        "to": previous.__dict__,
+        "history_before": history,
+        "passed": check.passed,
+        "problem": check.problem,
+        "sample": {"queries": check.queries, "seed": seed, "identical": check.identical, "differing": check.differing},
+        "cache_hits": check.cache_hits,
+    }
+    sample_table = pd.DataFrame({"query_id": check.queries, "identical": [q in check.identical for q in check.queries]})
+    run_id = tracker.create_run(
+        name,
+        f"rollback {family} v{champion.version} → v{previous.version}",
+        params={"model": family, "sample": sample, "seed": seed},
+        tags={
+            **git_state(project_root()),
+            "rageval.version": RAGEVAL_VERSION,
+            "rageval.kind": "rollback",
+            "rageval.registry.model": family,
+            "rageval.registry.from": champion.version,
+            "rageval.registry.to": previous.version,
+            "rageval.rollback.verdict": "pass" if check.passed else "fail",
+        },
+        files={"rollback.json": json.dumps(record, indent=2).encode(), "sample.csv": csv_bytes(sample_table)},
+    )
+    try:
+        tracker.log_metrics(run_id, {"sample_queries": len(check.queries), "identical": len(check.identical)})
+    except Exception as exc:
+        tracker.fail(run_id, f"recording failed: {type(exc).__name__}: {exc}")
+        raise
+    if not check.passed:
+        reason = check.problem or f"rankings differ on {len(check.differing)} of {len(check.queries)} sampled queries"
+        tracker.fail(run_id, f"rollback refused, aliases not moved: {reason}")
+        return RollbackOutcome(run_id, family, False, previous, champion, check)
+    try:
+        registry.set_champions(family, history[:-1])
+        registry.tag_version(family, champion.version, {"rageval.rolled_back_by": run_id})
+        tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"rollback failed: {type(exc).__name__}: {exc}")
+        raise
+    return RollbackOutcome(run_id, family, True, previous, champion, check)

@@ -1,0 +1,203 @@
+"""Promotion and rollback on the MLflow Model Registry: real sqlite stores, real sealed evaluation
+runs (two cheap BM25 configurations), release runs made here with the release record's tags."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from servers import fresh_experiment, require_services
+from test_compare import record_run
+from typer.testing import CliRunner
+
+from rageval.tracking.registry import CHAMPION, PREVIOUS, Registry
+from rageval.tracking.store import Tracker
+
+FAMILY = "registry-tests-family"
+STAGES = 'retrieval.stages=[{"type": "bm25", "k1": %s, "b": %s, "candidates": 50}]'
+
+
+def app():
+    from rageval.cli import app
+
+    return app
+
+
+@pytest.fixture(scope="module")
+def reg_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('registry') / 'mlflow.db'}"
+
+
+@pytest.fixture(scope="module")
+def runs(reg_store: str) -> dict[str, str]:
+    return {
+        role: record_run(
+            reg_store,
+            split="release",
+            overrides=[STAGES % values],
+            name=f"bm25-{role}",
+            experiment="registry-tests",
+            family=FAMILY,
+        )
+        for role, values in (("baseline", (0.9, 0.4)), ("candidate", (1.2, 0.75)))
+    }
+
+
+def release_run(
+    store: str, runs: dict[str, str], verdict: str, *, family: str = FAMILY, experiment: str = "registry-tests"
+) -> str:
+    """A minimal sealed release run carrying the release record's tags."""
+    tracker = Tracker(store)
+    decision = {"verdict": verdict, "reasons": [] if verdict == "pass" else ["gate run failed: nDCG@10 loss"]}
+    run_id = tracker.create_run(
+        experiment,
+        f"release {verdict}",
+        params={},
+        tags={
+            "rageval.kind": "release",
+            "rageval.release.verdict": verdict,
+            "rageval.release.baseline": runs["baseline"],
+            "rageval.release.candidate": runs["candidate"],
+            "rageval.release.family": family,
+            "rageval.simulated": "true",
+        },
+        files={"decision.json": json.dumps(decision).encode()},
+    )
+    tracker.seal(run_id)
+    return run_id
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app(), list(args))
+
+
+def test_a_failing_release_is_not_promoted(reg_store, runs):
+    failing = release_run(reg_store, runs, "fail")
+    result = invoke("promote", failing, "--tracking-uri", reg_store)
+    assert result.exit_code == 1, result.output
+    assert f"release run {failing} has verdict 'fail': gate run failed: nDCG@10 loss" in result.output
+    assert Registry(Tracker(reg_store)).client.search_registered_models(f"name = '{FAMILY}'") == []
+
+
+def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(reg_store, runs):
+    passing = release_run(reg_store, runs, "pass")
+    result = invoke("promote", passing, "--tracking-uri", reg_store, "--sample", "10")
+    assert result.exit_code == 0, result.output
+    tracker = Tracker(reg_store)
+    registry = Registry(tracker)
+    champion, previous = registry.alias(FAMILY, CHAMPION), registry.alias(FAMILY, PREVIOUS)
+    assert champion is not None and previous is not None
+    assert (champion.evaluation_run, previous.evaluation_run) == (runs["candidate"], runs["baseline"])
+    assert registry.client.get_model_version(FAMILY, champion.version).source == (
+        f"runs:/{runs['candidate']}/config.yaml"
+    )
+    for version in (champion, previous):
+        bundle = tracker.require_sealed(version.bundle_run)
+        assert bundle.tags["rageval.kind"] == "bundle"
+        assert tracker.verify(version.bundle_run) == []
+        assert bundle.metrics["bundle_bytes"] > 0 and bundle.metrics["cache_entries"] == 1
+    promotion = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "promotion"]
+    assert len(promotion) == 1 and promotion[0].sealed
+    assert promotion[0].tags["rageval.promotion.release"] == passing
+    assert promotion[0].tags["rageval.registry.champion"] == champion.version
+    assert promotion[0].tags["rageval.registry.previous"] == previous.version
+    assert registry.history(FAMILY) == [previous.version, champion.version]
+
+
+def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolated_cache: Path):
+    for child in isolated_cache.iterdir():  # .rageval-cache gone: only the bundle can serve
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    registry = Registry(Tracker(reg_store))
+    before = registry.alias(FAMILY, CHAMPION)
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store, "--sample", "10")
+    assert result.exit_code == 0, result.output
+    champion = registry.alias(FAMILY, CHAMPION)
+    assert champion is not None and champion.evaluation_run == runs["baseline"]
+    assert registry.alias(FAMILY, PREVIOUS) is None  # the history holds nothing below the baseline
+    assert registry.get(FAMILY, before.version).tags["rageval.rolled_back_by"]
+    tracker = Tracker(reg_store)
+    (rollback,) = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "rollback"]
+    assert rollback.sealed and rollback.tags["rageval.rollback.verdict"] == "pass"
+    assert rollback.metrics["sample_queries"] == rollback.metrics["identical"] > 0
+    assert not list(isolated_cache.glob("bm25/*"))  # nothing was rebuilt into the user's cache
+
+
+def test_a_tampered_bundle_refuses_the_rollback(reg_store, runs):
+    tracker = Tracker(reg_store)
+    registry = Registry(tracker)
+    passing = release_run(reg_store, runs, "pass")
+    assert invoke("promote", passing, "--tracking-uri", reg_store).exit_code == 0
+    champion, previous = registry.alias(FAMILY, CHAMPION), registry.alias(FAMILY, PREVIOUS)
+    assert champion.evaluation_run == runs["candidate"] and previous.evaluation_run == runs["baseline"]
+    root = Path(urlparse(tracker.run(previous.bundle_run).artifact_uri).path)
+    (index,) = [p for p in root.glob("cache/bm25/*/*") if p.name != "entry.json"][:1]
+    intact = index.read_bytes()
+    index.write_bytes(intact + b"\0")
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    index.write_bytes(intact)
+    assert result.exit_code == 1, result.output
+    assert "rollback refused, aliases not moved" in result.output and "VerificationError" in result.output
+    assert registry.alias(FAMILY, CHAMPION).version == champion.version
+    assert registry.alias(FAMILY, PREVIOUS).version == previous.version
+    failed = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "rollback" and not r.sealed]
+    assert len(failed) == 1 and failed[0].status == "FAILED"
+    assert "aliases not moved" in failed[0].tags["rageval.error"]
+
+
+def test_a_missing_bundle_refuses_the_rollback(reg_store, runs):
+    tracker = Tracker(reg_store)
+    registry = Registry(tracker)
+    previous = registry.alias(FAMILY, PREVIOUS)
+    root = Path(urlparse(tracker.run(previous.bundle_run).artifact_uri).path)
+    shutil.rmtree(root / "cache")  # the artifact store lost the index
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    assert result.exit_code == 1, result.output
+    assert "rollback refused, aliases not moved" in result.output and "VerificationError" in result.output
+    assert registry.alias(FAMILY, PREVIOUS).version == previous.version
+    registry.tag_version(FAMILY, previous.version, {"rageval.bundle": "0" * 32})  # a bundle run that is gone
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    assert result.exit_code == 1 and f"no run '{'0' * 32}'" in result.output, result.output
+    assert registry.alias(FAMILY, CHAMPION).evaluation_run == runs["candidate"]
+
+
+def test_aliases_moved_outside_rageval_refuse_the_rollback(reg_store, runs):
+    registry = Registry(Tracker(reg_store))
+    champion = registry.alias(FAMILY, CHAMPION)
+    previous = registry.alias(FAMILY, PREVIOUS)
+    registry.client.set_registered_model_alias(FAMILY, PREVIOUS, champion.version)
+    result = invoke("rollback", FAMILY, "--tracking-uri", reg_store)
+    assert result.exit_code == 1 and "the aliases were moved outside rageval" in result.output, result.output
+    registry.client.set_registered_model_alias(FAMILY, PREVIOUS, previous.version)
+
+
+def test_a_release_naming_another_family_is_not_promoted(reg_store, runs):
+    other = release_run(reg_store, runs, "pass", family="some-other-family")
+    result = invoke("promote", other, "--tracking-uri", reg_store)
+    assert result.exit_code == 1
+    assert f"names family 'some-other-family' but its baseline run {runs['baseline']}" in result.output
+
+
+def test_promote_and_rollback_through_a_tracking_server(mlflow_server, isolated_cache: Path):
+    """The same path against ``mlflow server`` (PostgreSQL, proxied artifacts): the server accepts
+    a ``runs:/`` source only with that run's ID as the version's run_id."""
+    require_services()
+    uri, experiment = mlflow_server.tracking_uri, fresh_experiment("registry")
+    family = f"{experiment}-family"
+    made = {
+        role: record_run(
+            uri, split="release", overrides=[STAGES % values], name=role, experiment=experiment, family=family
+        )
+        for role, values in (("baseline", (0.9, 0.4)), ("candidate", (1.2, 0.75)))
+    }
+    passing = release_run(uri, made, "pass", family=family, experiment=experiment)
+    result = invoke("promote", passing, "--tracking-uri", uri, "--sample", "5")
+    assert result.exit_code == 0, result.output
+    for child in isolated_cache.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    result = invoke("rollback", family, "--tracking-uri", uri, "--sample", "5")
+    assert result.exit_code == 0, result.output
+    assert "5 of 5 sampled queries ranked identically" in result.output
+    assert Registry(Tracker(uri)).alias(family, CHAMPION).evaluation_run == made["baseline"]
