@@ -37,6 +37,11 @@ COMMANDS = [
     "online",
     "shadow",
     "queries",
+    "review",
+    "release",
+    "checklist",
+    "promote",
+    "rollback",
 ]
 
 

@@ -319,8 +319,17 @@ def test_an_llm_assessor_needs_a_passing_calibration_run():
     labelled = ChecklistInputs("R", decision, {}, None, None, llm_assessors={"llm:qwen@abc123": "notes line 4"})
     (item,) = [i for i in checklist(labelled) if i.number == 6]
     assert item.verdict == "fail" and "no passing judge-calibration run for llm:qwen@abc123" in item.reason
-    calibration = evidence("judge-calibration", "K", **{"rageval__judge__model": "qwen",
-                                                        "rageval__judge__prompt": "abc123def", "rageval__judge__verdict": "pass"})  # fmt: skip
+    # the tags rageval judge calibrate writes: the judge's assessor mark and whether it passed
+    failed = evidence("judge-calibration", "F", **{"rageval__judge__assessor": "llm:qwen@abc123",
+                                                   "rageval__judge__calibration__passed": "false"})  # fmt: skip
+    (item,) = [
+        i
+        for i in checklist(ChecklistInputs("R", decision, {}, None, None, llm_assessors={"llm:qwen@abc123": "n"}, calibrations=[failed]))
+        if i.number == 6
+    ]  # fmt: skip
+    assert item.verdict == "fail" and "(calibration failed)" in item.reason
+    calibration = evidence("judge-calibration", "K", **{"rageval__judge__assessor": "llm:qwen@abc123",
+                                                        "rageval__judge__calibration__passed": "true"})  # fmt: skip
     calibrated = ChecklistInputs(
         "R", decision, {}, None, None, llm_assessors={"llm:qwen@abc123": "notes line 4"}, calibrations=[calibration]
     )

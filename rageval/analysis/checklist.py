@@ -16,6 +16,7 @@ import pandas as pd
 
 from rageval.analysis.paired import query_slices
 from rageval.analysis.release import Evidence, ReleaseDecision
+from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX
 
 # The slices the release split must hold, each with the names a benchmark may give it.
 REQUIRED_SLICES: dict[str, tuple[str, ...]] = {
@@ -25,7 +26,9 @@ REQUIRED_SLICES: dict[str, tuple[str, ...]] = {
     "multi-hop": ("multi-hop", "multi-doc", "multihop"),
     "long-tail": ("long-tail", "tail", "rare"),
 }
-LLM_PREFIX = "llm:"
+# The tags rageval judge calibrate writes on its run (rageval.workflows.judge imports them from here).
+ASSESSOR_TAG = "rageval.judge.assessor"
+CALIBRATION_PASSED_TAG = "rageval.judge.calibration.passed"
 
 
 @dataclass(frozen=True)
@@ -159,18 +162,14 @@ def _slices(x: ChecklistInputs) -> Item:
 
 
 def _calibrated(x: ChecklistInputs) -> Item:
-    llm = {a: w for a, w in x.llm_assessors.items() if a.startswith(LLM_PREFIX)}
+    llm = {a: w for a, w in x.llm_assessors.items() if a.startswith(JUDGE_ASSESSOR_PREFIX)}
     if not llm:
         return Item(6, "", "pass", "no LLM labels in the benchmark's judgments", "benchmark judgment-notes.jsonl")
     missing = []
     shown = []
     for assessor in sorted(llm):
-        model, _, prompt = assessor[len(LLM_PREFIX) :].partition("@")
-        match = [
-            c
-            for c in x.calibrations
-            if model in c.tags.values() and (not prompt or any(str(v).startswith(prompt) for v in c.tags.values()))
-        ]
+        # the tags rageval judge calibrate writes (rageval.workflows.judge): the judge's assessor mark
+        match = [c for c in x.calibrations if c.tags.get(ASSESSOR_TAG) == assessor]
         passing = [c for c in match if _calibration_passed(c)]
         if passing:
             shown.append(f"{assessor} by {passing[-1].run_id}")
@@ -183,8 +182,7 @@ def _calibrated(x: ChecklistInputs) -> Item:
 
 
 def _calibration_passed(run: Evidence) -> bool:
-    verdicts = [v for k, v in run.tags.items() if k.endswith(".verdict") or k.endswith(".passed")]
-    return run.metrics.get("passed") == 1.0 or any(v in ("pass", "true") for v in verdicts)
+    return not run.problem and run.tags.get(CALIBRATION_PASSED_TAG) == "true"
 
 
 def _review(x: ChecklistInputs) -> Item:

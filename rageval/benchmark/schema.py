@@ -29,6 +29,8 @@ Level = Literal["document", "passage"]
 LEVELS: tuple[str, ...] = get_args(Level)
 # The frozen split: evaluated rarely (counted), never tuned on, never given unreviewed labels.
 RELEASE_SPLIT = "release"
+# An assessor whose name starts so is a judge (rageval judge prelabel), never a human.
+JUDGE_ASSESSOR_PREFIX = "llm:"
 # The split tuned on.
 DEV_SPLIT = "dev"
 # The splits an importer writes unless told another name on purpose.

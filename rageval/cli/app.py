@@ -4,7 +4,21 @@ into :mod:`rageval.workflows` or a pure package)."""
 from __future__ import annotations
 
 # Importing a command group registers its commands on the app.
-from rageval.cli import benchmark, checkout, compare, judge, metrics, online, queries, registry, release, review, runs, server, shadow  # noqa: F401
+from rageval.cli import (  # noqa: F401
+    benchmark,
+    checkout,
+    compare,
+    judge,
+    metrics,
+    online,
+    queries,
+    registry,
+    release,
+    review,
+    runs,
+    server,
+    shadow,
+)
 from rageval.cli.common import app
 
 

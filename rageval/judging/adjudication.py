@@ -13,12 +13,11 @@ from typing import Any
 import pandas as pd
 
 from rageval.benchmark.loading import Benchmark
-from rageval.benchmark.schema import RELEASE_SPLIT, Case, ChangeAction, ChangelogEntry, Judgment
+from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX, RELEASE_SPLIT, Case, ChangeAction, ChangelogEntry, Judgment
 from rageval.benchmark.versions import next_version, write_version
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_table
 from rageval.judging.schema import (
-    JUDGE_ASSESSOR_PREFIX,
     POOL_FILE,
     AdjudicationRow,
     At,

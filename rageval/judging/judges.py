@@ -16,10 +16,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
+from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX
 from rageval.errors import ConfigError, Problem
 from rageval.hashing import sha256_bytes, sha256_text
 from rageval.io import file_problem, read_bytes, read_yaml
-from rageval.judging.schema import JUDGE_ASSESSOR_PREFIX
 from rageval.validation import Sha256, Slug, Strict, problems_from_validation
 
 Number = StrictFloat | StrictInt

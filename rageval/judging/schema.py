@@ -19,8 +19,6 @@ POOL_FILE = "pool.json"
 SHEET_CSV = "sheet.csv"
 SHEET_JSONL = "sheet.jsonl"
 LABELS_FILE = "labels.jsonl"
-# Labels whose assessor starts so are a judge's (rageval judge prelabel), never a human's.
-JUDGE_ASSESSOR_PREFIX = "llm:"
 
 
 class SheetRow(Strict):

@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import file_problem, make_folder, read_json, read_jsonl, read_table
 from rageval.judging.pooling import Pool
 from rageval.judging.schema import (
-    JUDGE_ASSESSOR_PREFIX,
     POOL_FILE,
     SHEET_COLUMNS,
     SHEET_CSV,

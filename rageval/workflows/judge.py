@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from rageval.analysis.checklist import ASSESSOR_TAG
+from rageval.analysis.checklist import CALIBRATION_PASSED_TAG as PASSED_TAG
 from rageval.analysis.records import RunInfo
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.errors import BenchmarkError, ConfigError, Problem
@@ -45,7 +47,6 @@ from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 CALIBRATION_KIND = "judge-calibration"
 PRELABEL_KIND = "judge-prelabel"
 HASH_TAG = "rageval.judge.config_hash"
-PASSED_TAG = "rageval.judge.calibration.passed"
 JUDGE_LABELS = "judge-labels.jsonl"
 DETAIL_FILE = "prelabels.jsonl"
 REVIEW_SHEET = "review-sheet.csv"
@@ -106,7 +107,7 @@ def _judge_tags(judge: Judge, extra: dict[str, str]) -> dict[str, str]:
         "rageval.judge.revision": c.revision,
         "rageval.judge.backend": c.backend.type,
         "rageval.judge.prompt_sha256": c.prompt_sha256,
-        "rageval.judge.assessor": judge.assessor,
+        ASSESSOR_TAG: judge.assessor,
         **extra,
     }
 
