@@ -132,3 +132,18 @@ def test_a_run_from_a_dirty_tree_records_its_diff_and_reproduces_only_when_allow
     with tempfile.TemporaryDirectory() as tmp:
         patch = tracker.download_sealed(result.record, "git/diff.patch", Path(tmp)).read_text()
     assert "+# a local, uncommitted change" in patch
+
+
+@pytest.mark.server
+def test_a_run_on_the_shared_server_reproduces_identically(project, mlflow_server):
+    from servers import fresh_experiment
+
+    uri = mlflow_server.tracking_uri
+    run = execute_run(
+        project / "params" / "bm25.yaml", tracker=Tracker(uri), experiment=fresh_experiment("reproduce")
+    ).run_id
+    result = reproduce(run, tracker=Tracker(uri), repo=project)
+    assert result.verdict == "identical" and result.reproduced
+    tracker = Tracker(uri)
+    for run_id in (result.record, result.reproduction):
+        assert tracker.run(run_id).sealed and tracker.verify(run_id) == []
