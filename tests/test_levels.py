@@ -72,6 +72,11 @@ def test_a_passage_run_has_both_levels_and_the_parent_level_matches_a_rollup_by_
     parent_mean = table.set_index(["level", "measure"]).loc[("document", "MRR"), "mean"]
     assert parent_mean == pytest.approx(result.parent.per_query["MRR"].mean())
 
+    side_by_side = result.level_table()
+    assert list(side_by_side.columns) == ["passage", "document"]
+    assert side_by_side.loc["MRR", "document"] == parent_mean
+    assert side_by_side.loc["MRR", "passage"] == result.evaluation.aggregates["MRR"]
+
     metrics = metric_names(result)
     assert metrics["parent/MRR"] == pytest.approx(parent_mean)
     keys = list(metrics)
@@ -96,6 +101,7 @@ def test_a_document_level_run_has_one_level(tiny, tmp_path):
     assert result.level == "document" and result.parent is None
     assert list(result.levels) == ["document"]
     assert set(result.level_aggregates()["level"]) == {"document"}
+    assert list(result.level_table().columns) == ["document"]
     assert not any(k.startswith("parent/") for k in metric_names(result))
     long = result.per_query_long()
     # One level: the wide table is as recorded, no parent/ columns.

@@ -91,6 +91,13 @@ class ExperimentResult:
         ]
         return pd.DataFrame(rows, columns=["level", "measure", "mean"])
 
+    def level_table(self) -> pd.DataFrame:
+        """Rows: measures; columns: each level's mean (the run's own level first)."""
+        table = self.level_aggregates().pivot(index="measure", columns="level", values="mean")
+        table = table.reindex(index=[m.text for m in self.evaluation.measures], columns=list(self.levels))
+        table.columns.name = None
+        return table
+
     def per_query_long(self) -> pd.DataFrame:
         """``query_id, measure, value, level``: the per-query values of every level."""
         frames = [evaluation.long().assign(level=level) for level, evaluation in self.levels.items()]
