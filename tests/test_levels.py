@@ -125,6 +125,8 @@ def test_the_comparison_lines_up_both_levels_with_significance_per_level(two_run
     overall = comparison.overall
     assert set(overall["level"]) == {"passage", "document"}
     assert comparison.primary == "nDCG@10"
+    configured = ["nDCG@10", "R@5", "R@20", "R@100", "Hit@5", "MRR", "P@5", "AP"]  # params/bm25.yaml
+    assert comparison.measures == [*configured, *(f"parent/{m}" for m in configured)]
     rows = overall.set_index(["run", "measure"])
     assert rows.loc[("levels-candidate", "parent/nDCG@10"), "level"] == "document"
     assert rows.loc[("levels-candidate", "nDCG@10"), "level"] == "passage"

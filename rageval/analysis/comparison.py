@@ -21,7 +21,7 @@ from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.analysis.tables import frontier_table, per_query_deltas, significance_table, stage_table
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError
-from rageval.evaluation import measure_level, metric_key
+from rageval.evaluation import PARENT_PREFIX, measure_level, metric_key
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,9 @@ def _measures(
     """The measures to compare: those asked for, else every measure all runs recorded in the baseline
     configuration's order; asking for one a run lacks is refused."""
     recorded = [m for m in scores[baseline].columns if all(m in s.columns for s in scores.values())]
-    recorded = sorted(recorded, key=lambda m: order.index(m) if m in order else len(order))
+    # The run's own measures in the configured order, then the parent-level ones in the same order.
+    rank = {m: i for i, m in enumerate([*order, *(PARENT_PREFIX + m for m in order)])}
+    recorded = sorted(recorded, key=lambda m: rank.get(m, len(rank)))
     chosen = list(asked) if asked else recorded
     missing = [m for m in chosen if m not in recorded]
     if missing:
