@@ -21,7 +21,7 @@ from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.analysis.tables import frontier_table, per_query_deltas, significance_table, stage_table
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError
-from rageval.evaluation import metric_key
+from rageval.evaluation import PARENT_PREFIX, measure_level, metric_key
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Comparison:
     candidates: dict[str, str]  # label → run ID
     measures: list[str]
     primary: str
-    table: pd.DataFrame  # every run × slice × measure
+    table: pd.DataFrame  # every run × slice × measure, with the level each measure is at
     per_query: pd.DataFrame  # run, query_id, measure, baseline, candidate, delta
     diffs: pd.DataFrame  # largest gains and losses on the primary measure, explained
     recall: pd.DataFrame  # run, k, recall
@@ -76,7 +76,7 @@ class Comparison:
         for row in self.overall[self.overall["role"] == "candidate"].itertuples(index=False):
             # '/' in a run label (family/member) stays a separator the UI groups by; metric_key never writes one
             run = "/".join(metric_key(part) for part in str(row.run).split("/"))
-            key = f"{run}/{metric_key(str(row.measure))}"
+            key = f"{run}/{'/'.join(metric_key(part) for part in str(row.measure).split('/'))}"
             out[f"delta/{key}"] = row.delta
             out[f"p_holm/{key}"] = row.p_holm
         return {k: float(v) for k, v in out.items() if pd.notna(v)}
@@ -94,7 +94,9 @@ def _measures(
     """The measures to compare: those asked for, else every measure all runs recorded in the baseline
     configuration's order; asking for one a run lacks is refused."""
     recorded = [m for m in scores[baseline].columns if all(m in s.columns for s in scores.values())]
-    recorded = sorted(recorded, key=lambda m: order.index(m) if m in order else len(order))
+    # The run's own measures in the configured order, then the parent-level ones in the same order.
+    rank = {m: i for i, m in enumerate([*order, *(PARENT_PREFIX + m for m in order)])}
+    recorded = sorted(recorded, key=lambda m: rank.get(m, len(rank)))
     chosen = list(asked) if asked else recorded
     missing = [m for m in chosen if m not in recorded]
     if missing:
@@ -133,6 +135,12 @@ def compare(
         resamples=resamples,
         samples=samples,
         seed=seed,
+    )
+    # A passage-level run's parent measures (``parent/…``, from runs that recorded them) line up beside its own.
+    table.insert(
+        table.columns.get_loc("measure") + 1,
+        "level",
+        [measure_level(m, inputs.judgments.level) for m in table["measure"]],
     )
     deltas = per_query_deltas(scores, baseline, chosen)
 
@@ -177,13 +185,16 @@ def compare(
             "top_n": top_n,
             "depth": depth,
             "test": "paired randomization (sign flip), two-sided",
-            "correction": "Holm over measures x slices, per candidate",
+            "correction": "Holm over measures x slices, per candidate and level",
         },
     )
 
 
-def significance_display(frame: pd.DataFrame, index: Sequence[str] = ("run", "measure")) -> pd.DataFrame:
-    """Rows of a significance table as people read them: intervals and p-values as text."""
+def significance_display(frame: pd.DataFrame, index: Sequence[str] | None = None) -> pd.DataFrame:
+    """Rows of a significance table as people read them: intervals and p-values as text. ``index``:
+    default run, level (where the table has one) and measure."""
+    if index is None:
+        index = ("run", "level", "measure") if "level" in frame.columns else ("run", "measure")
     out = pd.DataFrame(
         {
             **{column: frame[column] for column in index},

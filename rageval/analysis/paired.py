@@ -13,13 +13,21 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from rageval.evaluation.rollup import PARENT_LEVEL, PARENT_PREFIX
 from rageval.evaluation.stats import holm, paired_randomization
 
 ALL = "all"  # the slice label of the whole query set
 
 
 def wide_scores(per_query: pd.DataFrame) -> pd.DataFrame:
-    """Long ``query_id, measure, value`` → rows: query_id, columns: measures."""
+    """Long ``query_id, measure, value[, level]`` → rows: query_id, columns: measures.
+
+    A passage-level run's rows rolled up to parents (``level`` document beside passage) become the
+    columns ``parent/MEASURE``; a table without ``level`` (older runs) or with one level is as recorded."""
+    if "level" in per_query.columns:
+        levels = set(per_query["level"])
+        rolled = (per_query["level"] == PARENT_LEVEL) if len(levels) > 1 else pd.Series(False, index=per_query.index)
+        per_query = per_query.assign(measure=per_query["measure"].where(~rolled, PARENT_PREFIX + per_query["measure"]))
     frame = per_query.pivot(index="query_id", columns="measure", values="value")
     frame.columns.name = None
     return frame.sort_index()

@@ -3,7 +3,7 @@ run × slice × measure, per-query deltas, per-stage means, and a sweep's qualit
 
 The significance table holds, for each run, measure and slice: the mean with a bootstrap confidence
 interval, the delta against the baseline with its own interval, a paired randomization test, the
-Holm-adjusted p-value (one family per candidate: every measure × slice, "all" included), and
+Holm-adjusted p-value (one family per candidate and level: every measure × slice, "all" included), and
 win/tie/loss counts. Queries are paired by ID (:mod:`rageval.analysis.paired`).
 """
 
@@ -17,7 +17,7 @@ import pandas as pd
 
 from rageval.analysis.paired import ALL, PairedTest, in_slice, paired, paired_deltas, paired_tests
 from rageval.analysis.records import RunArtifacts
-from rageval.evaluation import metric_key
+from rageval.evaluation import PARENT_PREFIX, metric_key
 from rageval.evaluation.stats import bootstrap_ci, win_tie_loss
 
 DELTA_COLUMNS = ["run", "query_id", "measure", "baseline", "candidate", "delta"]
@@ -101,10 +101,18 @@ def significance_table(
             paired(base, frame, measure, pool if slice_ == ALL else in_slice(pool, slice_, slices))
             for slice_, measure in cells
         ]
-        tests = paired_tests(pairs, samples=samples, seed=seed)
+        # One Holm family per level: adding the parent level leaves the passage-level p-values as they were.
+        tests: list[PairedTest | None] = [None] * len(cells)
+        for rolled in (False, True):
+            family = [i for i, (_, measure) in enumerate(cells) if measure.startswith(PARENT_PREFIX) is rolled]
+            for i, test in zip(
+                family, paired_tests([pairs[i] for i in family], samples=samples, seed=seed), strict=True
+            ):
+                tests[i] = test
         rows += [
             _candidate_row(run, slice_, measure, test, **settings)
             for (slice_, measure), test in zip(cells, tests, strict=True)
+            if test is not None
         ]
     table = pd.DataFrame(rows)
     return table.astype({"queries": int, "wins": int, "ties": int, "losses": int})

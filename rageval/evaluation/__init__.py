@@ -39,6 +39,9 @@ _EXPORTS = {
     "evaluate": "rageval.evaluation.metrics",
     "NATIVE": "rageval.evaluation.native",
     "order_ranking": "rageval.evaluation.ordering",
+    "PARENT_LEVEL": "rageval.evaluation.rollup",
+    "PARENT_PREFIX": "rageval.evaluation.rollup",
+    "measure_level": "rageval.evaluation.rollup",
     "rollup_to_parent": "rageval.evaluation.rollup",
     "Abstention": "rageval.evaluation.unanswerable",
     "abstention": "rageval.evaluation.unanswerable",
@@ -61,6 +64,8 @@ __all__ = [
     "NO_RELEVANT_POLICIES",
     "NoRelevantPolicy",
     "NATIVE",
+    "PARENT_LEVEL",
+    "PARENT_PREFIX",
     "Provider",
     "RULES",
     "TIE_POLICIES",
@@ -70,6 +75,7 @@ __all__ = [
     "contract_record",
     "evaluate",
     "measure_from_key",
+    "measure_level",
     "metric_key",
     "order_ranking",
     "parse_measure",
@@ -111,5 +117,5 @@ if TYPE_CHECKING:
     from rageval.evaluation.metrics import Evaluation, Provider, evaluate
     from rageval.evaluation.native import NATIVE
     from rageval.evaluation.ordering import order_ranking
-    from rageval.evaluation.rollup import rollup_to_parent
+    from rageval.evaluation.rollup import PARENT_LEVEL, PARENT_PREFIX, measure_level, rollup_to_parent
     from rageval.evaluation.unanswerable import Abstention, abstention, top_scores

@@ -11,6 +11,18 @@ from rageval.evaluation.ids import arrow_strings, query_codes
 from rageval.evaluation.ordering import ranks
 from rageval.validation import absent_columns
 
+# A passage-level run is also measured rolled up to its parents (docs/metric-contract.md, "levels"):
+# its per-query rows carry ``level`` PARENT_LEVEL, and a wide score table or a metric names those
+# measures with PARENT_PREFIX (``parent/nDCG@10``) so both levels sit side by side under unique names.
+PARENT_LEVEL = "document"
+PARENT_PREFIX = "parent/"
+
+
+def measure_level(measure: str, level: str) -> str:
+    """The level a measure name of a wide table or comparison (``parent/…`` or plain) is measured at,
+    given the run's own ``level``."""
+    return PARENT_LEVEL if measure.startswith(PARENT_PREFIX) else level
+
 
 def rollup_to_parent(rankings: pd.DataFrame) -> pd.DataFrame:
     """A chunk ranking (``query_id, rank, chunk_id, parent_id, score``) at parent level:

@@ -20,7 +20,15 @@ from rageval.benchmark.schema import Case
 from rageval.benchmark.tokenizers import get_tokenizer
 from rageval.config.schema import RunConfig
 from rageval.errors import EvaluationError
-from rageval.evaluation import Abstention, Evaluation, abstention, evaluate, rollup_to_parent, top_scores
+from rageval.evaluation import (
+    PARENT_LEVEL,
+    Abstention,
+    Evaluation,
+    abstention,
+    evaluate,
+    rollup_to_parent,
+    top_scores,
+)
 from rageval.experiment.stages import (
     CONTEXT_STAGE,
     RANKING_COLUMNS,
@@ -66,6 +74,34 @@ class ExperimentResult:
     call_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # stage → attempts, retries, failures
     abstention: Abstention | None = None  # the unanswerable contract, when evaluation.abstain_below is set
     qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # the judgments measured against, at ``level``
+    # A passage-level run rolled up to its parents, against the document qrels (contract rule "levels")
+    parent: Evaluation | None = None
+
+    @property
+    def levels(self) -> dict[str, Evaluation]:
+        """Every level this run was measured at, its own ``level`` first."""
+        return {self.level: self.evaluation, **({PARENT_LEVEL: self.parent} if self.parent is not None else {})}
+
+    def level_aggregates(self) -> pd.DataFrame:
+        """``level, measure, mean``: each level's means over its evaluated queries, side by side."""
+        rows = [
+            (level, str(measure), float(mean))
+            for level, evaluation in self.levels.items()
+            for measure, mean in evaluation.aggregates.items()
+        ]
+        return pd.DataFrame(rows, columns=["level", "measure", "mean"])
+
+    def level_table(self) -> pd.DataFrame:
+        """Rows: measures; columns: each level's mean (the run's own level first)."""
+        table = self.level_aggregates().pivot(index="measure", columns="level", values="mean")
+        table = table.reindex(index=[m.text for m in self.evaluation.measures], columns=list(self.levels))
+        table.columns.name = None
+        return table
+
+    def per_query_long(self) -> pd.DataFrame:
+        """``query_id, measure, value, level``: the per-query values of every level."""
+        frames = [evaluation.long().assign(level=level) for level, evaluation in self.levels.items()]
+        return pd.concat(frames, ignore_index=True)
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -183,10 +219,10 @@ def _run(
         else chunk_qrels_for(benchmark, chunks, config.chunking, config.split)
     )
 
-    def measure(frame: pd.DataFrame) -> Evaluation:
+    def measure(frame: pd.DataFrame, at: str = level, judged: dict[str, dict[str, int]] = qrels) -> Evaluation:
         return evaluate(
-            level_run(frame, level),
-            qrels,
+            level_run(frame, at),
+            judged,
             config.evaluation.measures,
             ties=config.evaluation.ties,
             duplicates=config.evaluation.duplicates,
@@ -196,6 +232,8 @@ def _run(
         )
 
     evaluation = measure(rankings)
+    # The same ranking at parent level, beside it: a document's grade is its best judged span's (Benchmark.qrels).
+    parent = measure(rankings, PARENT_LEVEL, benchmark.qrels(config.split)) if level == "passage" else None
     abstained = None
     if config.evaluation.abstain_below is not None:
         evaluated_run = level_run(rankings, level)
@@ -263,6 +301,7 @@ def _run(
         call_counts=pipeline.call_counts(),
         abstention=abstained,
         qrels={q: dict(items) for q, items in qrels.items()},
+        parent=parent,
     )
 
 

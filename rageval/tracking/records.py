@@ -19,7 +19,7 @@ import pandas as pd
 from rageval.analysis.export import render, results_table
 from rageval.analysis.formats import RESULT_FILES
 from rageval.analysis.records import RunArtifacts, RunInfo
-from rageval.evaluation import metric_key
+from rageval.evaluation import PARENT_PREFIX, metric_key
 from rageval.hashing import sha256_bytes
 from rageval.paths import default_cache_dir
 from rageval.safety import csv_bytes
@@ -114,6 +114,11 @@ def metric_names(result: ExperimentResult) -> dict[str, float]:
     out["cache/hits"] = sum(bool(hit) for hit in result.cache_hits.values())
     out["external_calls"] = sum(result.external_calls.values())
     out["time_s/experiment"] = sum(result.timings.values())
+    # Parent-level measures last: they take the headline places left over, the rest go to more_metrics
+    # (every level's means are in tables/levels either way).
+    if result.parent is not None:
+        for measure, value in result.parent.aggregates.items():
+            out[PARENT_PREFIX + metric_key(measure)] = value
     return {k: float(v) for k, v in out.items() if pd.notna(v)}
 
 
@@ -125,6 +130,7 @@ def breakdown_tables(result: ExperimentResult) -> dict[str, pd.DataFrame]:
     tables["slices"] = slices[["slice", "queries", *[m for m in measures if m in slices.columns]]]
     latency = result.latency_percentiles().rename_axis("stage").reset_index()
     tables["latency"] = latency
+    tables["levels"] = result.level_aggregates()
     stages = result.stage_table()
     if not stages.empty:
         tables["stages"] = stages.rename_axis("stage").reset_index()
@@ -201,7 +207,7 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
     for name, figure in (figures or {}).items():
         files[f"figures/{name}"] = png(figure)
     files["rankings.parquet"] = parquet(result.rankings)
-    files["per_query_metrics.parquet"] = parquet(evaluation.long())
+    files["per_query_metrics.parquet"] = parquet(result.per_query_long())
     files["latency.parquet"] = parquet(result.latency)
     cases = {c.queryId: c for c in result.benchmark.cases_for(result.config.split)}
     failed = set(result.failures["query_id"])
@@ -241,6 +247,10 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
         "measures": {m.key: m.text for m in evaluation.measures},
         "definitions": evaluation.definitions(),
         "aggregates": {m: (None if pd.isna(v) else float(v)) for m, v in evaluation.aggregates.items()},
+        "levels": {
+            level: {m: (None if pd.isna(v) else float(v)) for m, v in measured.aggregates.items()}
+            for level, measured in result.levels.items()
+        },
         "skipped_queries": list(evaluation.skipped),
         "missing_queries": list(evaluation.missing),
         "counts": result.counts(),
