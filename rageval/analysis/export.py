@@ -21,7 +21,7 @@ def results_table(
 ) -> pd.DataFrame:
     """One row per run (the baseline first), one column per measure (its mean over every evaluated
     query), then p95 latency (ms) and mean context tokens. A candidate's mean is marked when its
-    paired randomization test, Holm-corrected over measures × slices, gives p below ``alpha``."""
+    paired randomization test, Holm-corrected over measures × slices (one family per level), gives p below ``alpha``."""
     better, worse = _MARKS[form]
     overall = comparison.overall.set_index(["run", "measure"])
     runs = [comparison.baseline, *comparison.candidates]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.schema import DedupConfig
@@ -14,6 +15,7 @@ _SPACE = re.compile(r"\s+")
 _WORD = re.compile(r"\w+")
 
 
+@lru_cache(maxsize=4096)  # the context and the diagnostics key the same top chunks of each query
 def text_key(text: str) -> str:
     """Exact-duplicate key: case and whitespace do not make two chunks different."""
     return hashlib.sha1(_SPACE.sub(" ", text).strip().lower().encode()).hexdigest()
