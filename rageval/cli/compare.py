@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -199,9 +199,13 @@ def gate(
 @app.command("demo")
 def demo(
     workers: Annotated[int, typer.Option(help="sweep members run at once")] = 2,
+    release_policy: Annotated[
+        Path | None, typer.Option(help="release policy [default: params/release/policy.yaml]")
+    ] = None,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """The demo's whole loop: sweep on dev, compare, take the best member to release, gate it."""
+    """The demo's whole loop: sweep on dev, compare, take the best member to release, gate it, then walk
+    the release path (scripted review, SIMULATED shadow and online, release, promotion, rollback drill)."""
     from rageval.analysis import significance_display
     from rageval.cli.progress import SweepView
     from rageval.workflows.demo import execute_demo
@@ -209,7 +213,7 @@ def demo(
     tracker = open_tracker(tracking_uri)
     try:
         with SweepView() as view:  # the sweep members' steps on stderr
-            outcome = execute_demo(workers=workers, tracker=tracker, progress=view)
+            outcome = execute_demo(workers=workers, release_policy_file=release_policy, tracker=tracker, progress=view)
     except RagevalError as error:
         fail(error)
     swept = outcome.sweep
@@ -221,8 +225,34 @@ def demo(
     decision = outcome.gate.decision
     print_rules(decision)
     echo(f"gate {outcome.gate.run_id}: {decision.verdict.upper()}")
+    steps = [
+        ("review", outcome.review, "scripted", lambda o: f"{len(o.open)} open rejection(s)"),
+        ("shadow", outcome.shadow, "SIMULATED", lambda o: o.decision.verdict.upper() if o.decision else "recorded"),
+        ("online", outcome.online, "SIMULATED", lambda o: o.decision.verdict.upper()),
+        ("release", outcome.release, "", lambda o: o.decision.verdict.upper()),
+        ("promotion", outcome.promotion, "", lambda o: f"champion {o.model} v{o.champion.version}"),
+        ("rollback drill", outcome.drill, "", lambda o: _drill(o)),
+        ("re-promotion", outcome.repromotion, "", lambda o: f"champion {o.model} v{o.champion.version}"),
+    ]
+    for label, step, mark, verdict in steps:
+        if step is not None:
+            echo(f"{label} {step.run_id}{' (' + mark + ')' if mark else ''}: {verdict(step)}")
+    if outcome.checklist is not None:
+        echo(f"release checklist of {outcome.checklist.release_run} (recomputed after the drill):")
+        for item in outcome.checklist.items:
+            echo(f"{item.number:>2}. {item.verdict.upper():<4}  {item.item}: {item.reason}")
+    for reason in outcome.stopped:
+        echo(f"stopped: {reason}")
     echo(f"browse: rageval ui  (store: {tracker.uri})")
-    raise typer.Exit(0 if decision.passed else 1)
+    raise typer.Exit(0 if decision.passed and not outcome.stopped else 1)
+
+
+def _drill(outcome: Any) -> str:
+    check = outcome.check
+    return (
+        f"{'PASS' if outcome.passed else 'FAIL'} v{outcome.rolled_back.version} → v{outcome.restored.version}, "
+        f"identical rankings on {len(check.identical)} of {len(check.queries)} sampled queries"
+    )
 
 
 def print_rules(decision: Decision) -> None:
