@@ -59,3 +59,14 @@ def test_the_demo_walks_the_release_path_to_a_champion(tmp_path: Path) -> None:
 
     items = re.findall(r"^\s*(\d+)\. (PASS|FAIL) ", out, re.M)
     assert [int(n) for n, _ in items] == list(range(1, 11))
+
+
+def test_a_missing_release_policy_is_refused_before_the_sweep(tmp_path: Path) -> None:
+    from rageval.cli import app
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    missing = tmp_path / "nope.yaml"
+    result = CliRunner().invoke(app, ["demo", "--tracking-uri", store, "--release-policy", str(missing)])
+    assert result.exit_code == 2
+    assert f"{missing}: --release-policy: file not found" in result.output
+    assert "sweep " not in result.output

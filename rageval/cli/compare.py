@@ -212,6 +212,10 @@ def demo(
 
     tracker = open_tracker(tracking_uri)
     try:
+        if release_policy is not None:  # refused now, not after the sweep
+            release_policy = input_file(
+                release_policy, "--release-policy", "give a release policy, e.g. params/release/policy.yaml"
+            )
         with SweepView() as view:  # the sweep members' steps on stderr
             outcome = execute_demo(workers=workers, release_policy_file=release_policy, tracker=tracker, progress=view)
     except RagevalError as error:
