@@ -143,7 +143,9 @@ def _release_path(outcome: DemoOutcome, release_policy_file: str | Path | None, 
         )
     runs = {"gate": outcome.gate.run_id, "review": review.run_id, "shadow": shadow.run_id, "online": online.run_id}
     release = execute_release(
-        runs, Path(release_policy_file) if release_policy_file else root / "release" / "policy.yaml", tracker=tracker
+        runs,
+        Path(release_policy_file) if release_policy_file else root / "release" / "demo-policy.yaml",
+        tracker=tracker,
     )
     done: dict[str, Any] = {"review": review, "shadow": shadow, "online": online, "release": release}
     if not release.decision.passed:

@@ -417,6 +417,9 @@ def execute_rollback(
             "rageval.registry.model": family,
             "rageval.registry.from": champion.version,
             "rageval.registry.to": previous.version,
+            # what the release checklist's last item looks for: the release it rolls back, the run restored
+            "rageval.promotion.release": champion.tags.get("rageval.promotion.release", ""),
+            "rageval.rollback.restored_run": previous.evaluation_run,
             "rageval.rollback.verdict": "pass" if check.passed else "fail",
         },
         files={"rollback.json": json.dumps(record, indent=2).encode(), "sample.csv": csv_bytes(sample_table)},
