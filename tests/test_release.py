@@ -37,7 +37,16 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     gate = yaml.safe_load((ROOT / "params/gates/release.yaml").read_text())
     gate.pop("latency")
     gate["critical_slices"] = {}
-    rules = {"version": 1, "name": "release-test", "min_requests": 50, "max_leaks": 0, "max_error_rate_delta": 0.05}
+    # Limits the clean simulated pair meets (mean RBO_ext ≈ 0.65, p95 ratio ≈ 1) and the faults below break.
+    rules = {
+        "version": 1,
+        "name": "release-test",
+        "min_requests": 50,
+        "min_rbo": 0.3,
+        "max_p95_ratio": 1.5,
+        "max_leaks": 0,
+        "max_error_rate_delta": 0.05,
+    }
     release = yaml.safe_load(POLICY.read_text()) | {"shadow": rules, "max_age_days": 30}
     out = {"gate": folder / "gate.yaml", "rules": folder / "rules.yaml", "release": folder / "release.yaml"}
     for key, data in (("gate", gate), ("rules", rules), ("release", release)):
@@ -45,7 +54,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def shadow_run(store: str, baseline: str, candidate: str, out: Path, rules: Path, leaks: int = 0) -> str:
+def shadow_run(store: str, baseline: str, candidate: str, out: Path, rules: Path, **faults: float) -> str:
     from rageval.analysis.simulate_shadow import Faults, simulate_shadow, write_log
     from rageval.benchmark.loading import load_benchmark
     from rageval.workflows.shadow import execute_shadow
@@ -57,7 +66,7 @@ def shadow_run(store: str, baseline: str, candidate: str, out: Path, rules: Path
         load_benchmark(DEMO),
         120,
         seed=1,
-        faults=Faults(leaks=leaks),
+        faults=Faults(**faults),
         baseline_config=baseline,
         candidate_config=candidate,
     )
@@ -145,8 +154,11 @@ def path(store: str, files: dict[str, Path], tmp_path_factory: pytest.TempPathFa
     made["review_open"] = review_run(store, made["gate"], b, c, rejections=2)
     made["shadow"] = shadow_run(store, b, c, folder / "shadow.jsonl", files["rules"])
     made["shadow_leak"] = shadow_run(store, b, c, folder / "leak.jsonl", files["rules"], leaks=3)
+    made["shadow_drift"] = shadow_run(store, b, c, folder / "drift.jsonl", files["rules"], rbo_drop=0.9)
+    made["shadow_slow"] = shadow_run(store, b, c, folder / "slow.jsonl", files["rules"], latency_factor=2.0)
     made["online"] = online_run(store, b, c, folder / "online.jsonl")
     made["online_srm"] = online_run(store, b, c, folder / "srm.jsonl", srm_drop=0.2)
+    made["online_slow"] = online_run(store, b, c, folder / "slow-online.jsonl", candidate_latency_factor=1.5)
     return made
 
 
@@ -209,6 +221,9 @@ def test_all_layers_passing_make_a_sealed_release_that_links_them(store, files, 
     [
         ({"shadow": "shadow_leak"}, "shadow run {shadow_leak}: shadow verdict is fail: max leaks"),
         ({"online": "online_srm"}, "online run {online_srm}: online verdict is fail: sample-ratio mismatch: baseline"),
+        ({"shadow": "shadow_drift"}, "shadow run {shadow_drift}: shadow verdict is fail: min rbo"),
+        ({"shadow": "shadow_slow"}, "shadow run {shadow_slow}: shadow verdict is fail: max p95 ratio"),
+        ({"online": "online_slow"}, "online run {online_slow}: online verdict is fail: latency_ms"),
         ({"review": "review_open"}, "review run {review_open}: review has 2 open rejection(s)"),
         ({"gate": "gate_other"}, "mismatch: its candidate is run {candidate}, the release's is {other}"),
     ],
