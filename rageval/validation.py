@@ -120,6 +120,28 @@ def problems_from_validation(
     return problems
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(
+    data: Any,
+    lines: dict[tuple[Any, ...], int],
+    file: str,
+    model: type[M],
+    error: type[Exception],
+    *,
+    what: str = "keys",
+) -> M:
+    """A parsed YAML document (``read_yaml``'s data and key lines) validated as ``model``. Not a
+    mapping, or not valid, raises ``error`` with every problem naming the file, line and field."""
+    if not isinstance(data, dict):
+        raise error(Problem(file=file, line=1, message=f"expected a mapping of {what}"))
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise error(problems_from_validation(exc, file=file, model=model, lines=lines)) from None
+
+
 @cache
 def allowed_keys(model: type[BaseModel]) -> dict[str, list[str]]:
     """The keys allowed at each path of ``model`` (``""``, ``"relevant"``, ``"retrieval.stages"``…),

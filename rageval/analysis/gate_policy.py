@@ -23,7 +23,6 @@ from pydantic import (
     Field,
     StrictInt,
     StrictStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -32,7 +31,7 @@ from pydantic import (
 from rageval.errors import MeasureError, PolicyError, Problem
 from rageval.evaluation import parse_measures
 from rageval.io import read_yaml
-from rageval.validation import Strict, problems_from_validation
+from rageval.validation import Strict, validated
 
 Verdict = Literal["pass", "fail", "warn", "info"]
 
@@ -187,14 +186,7 @@ class GatePolicy(Strict):
 
 def load_policy(path: str | Path) -> GatePolicy:
     """Read and validate a policy file; errors name the file, line and key."""
-    path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of policy keys"))
-    try:
-        return GatePolicy.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(problems_from_validation(exc, file=str(path), model=GatePolicy, lines=lines)) from None
+    return validated(*read_yaml(Path(path), PolicyError), str(path), GatePolicy, PolicyError, what="policy keys")
 
 
 def _policy_problem(policy_file: str, key: str, message: str, fix: str) -> Problem:

@@ -46,7 +46,7 @@ from pydantic import (
 from rageval.analysis.traffic import TrafficPolicy, load_traffic_policy
 from rageval.errors import InputError, PolicyError, Problem
 from rageval.io import read_jsonl, read_yaml
-from rageval.validation import Sha256, Strict, problems_from_validation
+from rageval.validation import Sha256, Strict, problems_from_validation, validated
 
 Arm = Literal["baseline", "candidate"]
 ARMS: tuple[Arm, ...] = get_args(Arm)
@@ -185,14 +185,7 @@ def load_import_policy(path: str | Path | None, today: dt.date) -> ImportPolicy:
 
 
 def load_metrics_policy(path: str | Path) -> MetricsPolicy:
-    path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of policy keys"))
-    try:
-        return MetricsPolicy.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(_model_problems(exc, str(path), None, MetricsPolicy, lines)) from None
+    return validated(*read_yaml(Path(path), PolicyError), str(path), MetricsPolicy, PolicyError, what="policy keys")
 
 
 def _parquet_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-from pydantic import Field, StrictBool, StrictStr, ValidationError
+from pydantic import Field, StrictBool, StrictStr
 
 from rageval.analysis.shadow_rules import ShadowDecision, ShadowRules
-from rageval.errors import PolicyError, Problem
+from rageval.errors import PolicyError
 from rageval.io import read_yaml
-from rageval.validation import Strict, problems_from_validation
+from rageval.validation import Strict, validated
 
 LAYERS: tuple[str, ...] = ("gate", "review", "shadow", "online")
 KINDS = {layer: layer for layer in LAYERS}  # the rageval.kind each layer's run carries
@@ -59,14 +59,9 @@ class ReleasePolicy(Strict):
 
 def load_release_policy(path: str | Path) -> ReleasePolicy:
     """Read and validate a release policy; errors name the file, line and key."""
-    path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of release policy keys"))
-    try:
-        return ReleasePolicy.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(problems_from_validation(exc, file=str(path), model=ReleasePolicy, lines=lines)) from None
+    return validated(
+        *read_yaml(Path(path), PolicyError), str(path), ReleasePolicy, PolicyError, what="release policy keys"
+    )
 
 
 @dataclass(frozen=True)

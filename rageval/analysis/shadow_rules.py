@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Literal
 
 import pandas as pd
-from pydantic import Field, StrictInt, StrictStr, ValidationError
+from pydantic import Field, StrictInt, StrictStr
 
 from rageval.analysis.gate_policy import RuleResult
 from rageval.analysis.shadow import ShadowAnalysis
-from rageval.errors import PolicyError, Problem
+from rageval.errors import PolicyError
 from rageval.io import read_yaml
-from rageval.validation import Strict, problems_from_validation
+from rageval.validation import Strict, validated
 
 
 class ShadowRules(Strict):
@@ -36,14 +36,7 @@ class ShadowRules(Strict):
 
 
 def load_rules(path: str | Path) -> ShadowRules:
-    path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of rule keys"))
-    try:
-        return ShadowRules.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(problems_from_validation(exc, file=str(path), model=ShadowRules, lines=lines)) from None
+    return validated(*read_yaml(Path(path), PolicyError), str(path), ShadowRules, PolicyError, what="rule keys")
 
 
 @dataclass(frozen=True)

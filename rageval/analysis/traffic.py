@@ -13,12 +13,12 @@ import datetime as dt
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import Field, StrictStr, ValidationError
+from pydantic import Field, StrictStr
 
 from rageval.benchmark.provenance import Redaction, Reference
 from rageval.errors import PolicyError, Problem
 from rageval.io import read_yaml
-from rageval.validation import Strict, problems_from_validation
+from rageval.validation import Strict, validated
 
 
 class TrafficPolicy(Strict):
@@ -48,13 +48,8 @@ def load_traffic_policy(path: str | Path | None, today: dt.date, *, model: type[
             )
         )
     path = Path(path)
-    data, lines = read_yaml(path, PolicyError)
-    if not isinstance(data, dict):
-        raise PolicyError(Problem(file=str(path), line=1, message="expected a mapping of policy keys"))
-    try:
-        policy = model.model_validate(data)
-    except ValidationError as exc:
-        raise PolicyError(problems_from_validation(exc, file=str(path), model=model, lines=lines)) from None
+    data, lines = read_yaml(Path(path), PolicyError)
+    policy = validated(data, lines, str(path), model, PolicyError, what="policy keys")
     if policy.authorization is None:
         raise PolicyError(
             Problem(

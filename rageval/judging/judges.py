@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic import Field, StrictFloat, StrictInt, StrictStr, model_validator
 
 from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX
 from rageval.errors import ConfigError, Problem
 from rageval.hashing import sha256_bytes, sha256_text
 from rageval.io import file_problem, read_bytes, read_yaml
-from rageval.validation import Sha256, Slug, Strict, problems_from_validation
+from rageval.validation import Sha256, Slug, Strict, validated
 
 Number = StrictFloat | StrictInt
 
@@ -140,13 +140,8 @@ def load_judge(path: str | Path) -> Judge:
     missing = file_problem(path)
     if missing is not None:
         raise ConfigError(Problem(file=str(path), message=missing.message, fix="give a params/judges/*.yaml file"))
-    data, lines = read_yaml(path, ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(Problem(file=str(path), line=1, message="expected a mapping of judge keys"))
-    try:
-        config = JudgeConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(problems_from_validation(exc, file=str(path), model=JudgeConfig, lines=lines)) from None
+    data, lines = read_yaml(Path(path), ConfigError)
+    config = validated(data, lines, str(path), JudgeConfig, ConfigError, what="judge keys")
     prompt = path.parent / config.prompt
     if file_problem(prompt) is not None:
         raise ConfigError(
