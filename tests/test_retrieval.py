@@ -99,8 +99,9 @@ def test_document_level_keeps_each_parent_once_at_its_best_chunk():
 
 def test_stage_registry_and_config_union_name_the_same_types():
     """One source: the stage types are the members of StageConfig; the pipeline's classes follow it."""
-    from rageval.retrieval.pipeline import STAGES
+    from rageval.retrieval.pipeline import STAGES, stage_class
     from rageval.retrieval.schema import RETRIEVER_TYPES, STAGE_TYPES
 
     assert list(STAGES) == list(STAGE_TYPES)
+    assert all(callable(stage_class(stage_type)) for stage_type in STAGES)  # every lazy entry resolves
     assert RETRIEVER_TYPES == {"bm25", "dense", "runfile", "http"}

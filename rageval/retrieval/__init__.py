@@ -1,7 +1,8 @@
 """Retrieval stages (one per file) and the pipeline that runs them.
 
 A stage is a small class built from its config model and the :class:`Corpus`, with one method:
-``__call__(query, inputs) -> list[Hit]``. ``STAGES`` maps each config ``type`` to its class.
+``__call__(query, inputs) -> list[Hit]``. ``STAGES`` maps each config ``type`` to where its class lives
+(``stage_class`` imports it).
 Names load lazily: ``from rageval.retrieval import Corpus`` does not import bm25s or torch.
 """
 
@@ -27,6 +28,7 @@ _EXPORTS = {
     "Pipeline": "rageval.retrieval.pipeline",
     "PipelineOutput": "rageval.retrieval.pipeline",
     "build_stage": "rageval.retrieval.pipeline",
+    "stage_class": "rageval.retrieval.pipeline",
     "RerankStage": "rageval.retrieval.rerank",
     "RunFileStage": "rageval.retrieval.runfile",
 }
@@ -40,6 +42,6 @@ if TYPE_CHECKING:
     from rageval.retrieval.filters import FilterStage, visible
     from rageval.retrieval.fusion import FusionStage
     from rageval.retrieval.lexical import BM25Stage
-    from rageval.retrieval.pipeline import STAGES, Pipeline, PipelineOutput, build_stage
+    from rageval.retrieval.pipeline import STAGES, Pipeline, PipelineOutput, build_stage, stage_class
     from rageval.retrieval.rerank import RerankStage
     from rageval.retrieval.runfile import RunFileStage

@@ -16,6 +16,7 @@ with ``close()`` is closed after each run (its connections; the next run opens t
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -26,34 +27,35 @@ import numpy as np
 from rageval.errors import ConfigError
 from rageval.retrieval import encoders
 from rageval.retrieval.base import Corpus, Hit, Query, Stage
-from rageval.retrieval.dedup import DedupStage
-from rageval.retrieval.dense import DenseStage
 from rageval.retrieval.filters import FilterStage
-from rageval.retrieval.fusion import FusionStage
-from rageval.retrieval.http import HttpStage
-from rageval.retrieval.lexical import BM25Stage
-from rageval.retrieval.plugin import build_plugin, is_retriever
+from rageval.retrieval.plugin import is_retriever
 from rageval.retrieval.preflight import locate
-from rageval.retrieval.rerank import RerankStage
-from rageval.retrieval.runfile import RunFileStage
 from rageval.retrieval.schema import RETRIEVER_TYPES, StageConfig
 
-# The registry: a config's ``type`` → the class (or factory) that builds the stage.
-STAGES: dict[str, Callable[..., Stage]] = {
-    "bm25": BM25Stage,
-    "dense": DenseStage,
-    "fusion": FusionStage,
-    "rerank": RerankStage,
-    "filter": FilterStage,
-    "dedup": DedupStage,
-    "runfile": RunFileStage,
-    "http": HttpStage,
-    "plugin": build_plugin,
+# The registry: a config's ``type`` → the module and class (or factory) that builds the stage,
+# imported when a stage of that type is built: a BM25 run never imports httpx, a process that only
+# reads results (the CLI logging a run) not even bm25s.
+STAGES: dict[str, str] = {
+    "bm25": "rageval.retrieval.lexical:BM25Stage",
+    "dense": "rageval.retrieval.dense:DenseStage",
+    "fusion": "rageval.retrieval.fusion:FusionStage",
+    "rerank": "rageval.retrieval.rerank:RerankStage",
+    "filter": "rageval.retrieval.filters:FilterStage",
+    "dedup": "rageval.retrieval.dedup:DedupStage",
+    "runfile": "rageval.retrieval.runfile:RunFileStage",
+    "http": "rageval.retrieval.http:HttpStage",
+    "plugin": "rageval.retrieval.plugin:build_plugin",
 }
 
 
+def stage_class(stage_type: str) -> Callable[..., Stage]:
+    """The class (or factory) that builds a stage of ``stage_type``."""
+    module, name = STAGES[stage_type].split(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
 def build_stage(config: StageConfig, corpus: Corpus) -> Stage:
-    return STAGES[config.type](config, corpus)
+    return stage_class(config.type)(config, corpus)
 
 
 def stage_inputs(configs: Sequence[StageConfig]) -> list[list[str]]:
