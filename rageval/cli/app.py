@@ -3,6 +3,8 @@ into :mod:`rageval.workflows` or a pure package)."""
 
 from __future__ import annotations
 
+import gc
+
 # Importing a command group registers its commands on the app.
 from rageval.cli import (  # noqa: F401
     benchmark,
@@ -20,7 +22,15 @@ from rageval.cli import (  # noqa: F401
     shadow,
 )
 from rageval.cli.common import app
+from rageval.lazy import fewer_collections
 
 
 def main() -> None:  # pragma: no cover
-    app()
+    fewer_collections()
+    try:
+        app()
+    finally:
+        # The process ends here. Its last garbage collection would walk every object mlflow, pandas
+        # and matplotlib made, only to free them with the process: about 0.8 s of every command
+        # that opened a store (measured). Frozen objects are skipped; destructors still run.
+        gc.freeze()
