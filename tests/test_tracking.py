@@ -260,3 +260,26 @@ def test_many_measures_keep_forty_headline_metrics_and_the_rest_in_a_table():
     everything = metric_names(result)
     # Nothing is dropped: headline and table together are every metric, with the same values.
     assert {**record.metrics, **dict(zip(more["metric"], more["value"], strict=True))} == everything
+
+
+def test_sealing_hashes_what_this_process_wrote_and_downloads_only_the_rest(store, result, monkeypatch):
+    """Artifacts are hashed as they are written; the seal downloads only files another writer made
+    (a notebook's kernel logging into the run) or that no longer have the size written."""
+    tracker = Tracker(store)
+    run_id = tracker.create_run("tracking-tests", "hashed", params={}, tags={}, files={"config.yaml": b"x: 1\n"})
+    tracker.log_result(run_id, result)
+    Tracker(store).log_bytes(run_id, "kernel/own.txt", b"written by another process's tracker")
+    tracker.log_bytes(run_id, "notes/overwritten.txt", b"short")
+    artifact_file(tracker, run_id, "notes/overwritten.txt").write_bytes(b"replaced behind this tracker's back")
+    fetched = []
+    download = tracker.client.download_artifacts
+    monkeypatch.setattr(
+        tracker.client, "download_artifacts", lambda rid, path, dst: fetched.append(path) or download(rid, path, dst)
+    )
+    tracker.seal(run_id)
+    assert sorted(fetched) == ["kernel/own.txt", "notes/overwritten.txt"]
+    manifest = json.loads(artifact_file(tracker, run_id, MANIFEST).read_bytes())
+    on_disk = artifact_file(tracker, run_id, "notes/overwritten.txt").read_bytes()
+    assert manifest["artifacts"]["notes/overwritten.txt"] == sha256_bytes(on_disk)  # what the store holds
+    assert "config.yaml" in manifest["artifacts"] and len(manifest["artifacts"]) > 10
+    assert Tracker(store).verify(run_id) == []  # a fresh tracker downloads everything: the seal holds

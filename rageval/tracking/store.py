@@ -30,6 +30,7 @@ from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
 from rageval.paths import artifact_root_for, default_tracking_uri
+from rageval.tracking.artifacts import Written, artifact_hashes
 from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
@@ -85,6 +86,7 @@ class Tracker:
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
         logging.getLogger("alembic").setLevel(logging.WARNING)
         self.uri = resolve_tracking_uri(tracking_uri)
+        self._written = Written()
         if not self.uri.startswith("sqlite:///"):
             self.client = MlflowClient(tracking_uri=self.uri)
             return
@@ -285,6 +287,7 @@ class Tracker:
                 local.parent.mkdir(parents=True, exist_ok=True)
                 local.write_bytes(data)
             self.client.log_artifacts(run_id, tmp)
+        self._written.add(run_id, files)  # hashed now: sealing needs no download of what we wrote
 
     def log_file(self, run_id: str, artifact_path: str, path: Path) -> None:
         self.log_bytes(run_id, artifact_path, Path(path).read_bytes())
@@ -520,8 +523,7 @@ class Tracker:
         self._writable(run_id)
         key = seal_key()  # a misconfigured key fails here, before anything is written
         end_time = int(time.time() * 1000)
-        with tempfile.TemporaryDirectory(prefix="rageval-seal-") as tmp:
-            state = self._state(run_id, self._download_all(run_id, Path(tmp)))
+        state = self._state(run_id, artifact_hashes(self.client, run_id, self._written.get(run_id)))
         manifest = sealing_manifest(state, end_time=end_time, sealed_at=datetime.now(UTC).isoformat(), key=key)
         data = encode(manifest)
         self.log_bytes(run_id, MANIFEST, data)
@@ -530,6 +532,7 @@ class Tracker:
         self.client.set_terminated(run_id, "FINISHED", end_time=end_time)
         digest = sha256_bytes(data)
         self.client.set_tag(run_id, SEAL_TAG, digest)
+        self._written.forget(run_id)
         return digest
 
     def verification(self, run_id: str) -> Verification:
