@@ -13,6 +13,11 @@ def project_root() -> Path:
     return package.parent if (package.parent / "pyproject.toml").is_file() else Path.cwd().resolve()
 
 
+def default_notebook() -> Path:
+    """The evaluation notebook ``rageval run`` executes unless told another."""
+    return project_root() / "notebooks" / "evaluate.ipynb"
+
+
 def default_store() -> Path:
     """The folder of the project's local tracking store (sqlite database and artifacts)."""
     return project_root() / "mlruns"

@@ -17,6 +17,7 @@ Standard library only: ``rageval --help`` must stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -153,20 +154,22 @@ def follow(path: str | Path, emit: Callable[[Event], None], stop: threading.Even
 
 
 @contextmanager
-def channel(emit: Callable[[Event], None] | None) -> Iterator[Path | None]:
-    """A fresh channel file, followed in a thread that hands its events to ``emit``; every event
-    written before the block ends has been handed on when it ends. ``None`` when ``emit`` is None."""
+def channel(emit: Callable[[Event], None] | None, path: str | Path | None = None) -> Iterator[Path | None]:
+    """A channel file, followed in a thread that hands its events to ``emit``; every event written
+    before the block ends has been handed on when it ends. ``path``: an existing channel (a warm
+    kernel's, fixed when it started), else a fresh one, removed after. ``None`` when ``emit`` is None."""
     if emit is None:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="rageval-progress-") as folder:
-        path = Path(folder) / "events.jsonl"
-        path.touch()
+    with contextlib.ExitStack() as stack:
+        if path is None:
+            path = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rageval-progress-"))) / "events.jsonl"
+            path.touch()
         stop = threading.Event()
         thread = threading.Thread(target=follow, args=(path, emit, stop), name="rageval-progress", daemon=True)
         thread.start()
         try:
-            yield path
+            yield Path(path)
         finally:
             stop.set()
             thread.join()

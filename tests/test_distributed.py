@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from rageval.tracking.owners import PID_TAG
 from rageval.tracking.store import Tracker
 from rageval.workflows.cluster import ATTEMPT_TAG, WORKER_TAG, run_cluster_sweep
-from rageval.workflows.sweep import MEMBER_TAG
+from rageval.workflows.members import MEMBER_TAG
 
 pytestmark = pytest.mark.distributed
 
@@ -312,7 +312,7 @@ def test_after_two_dead_attempts_a_member_fails_and_a_sealed_attempt_is_its_resu
 
     from rageval.tracking.owners import STARTED_TAG
     from rageval.workflows.cluster import member_task
-    from rageval.workflows.sweep import MemberJob
+    from rageval.workflows.members import MemberJob
 
     tracker = Tracker(tracking_uri)
     parent = tracker.create_run("dask-attempts", "parent", params={}, tags={})

@@ -40,11 +40,17 @@ def run(
     timeout: Timeout = None,
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
-    from rageval.cli.progress import RunView
-    from rageval.workflows.run import execute_run
+    from rageval.paths import default_notebook
+    from rageval.workflows.kernels import WarmKernel
 
-    tracker = open_tracker(tracking_uri)
+    # Started first: the kernel comes up (and imports what the notebook needs) while this process
+    # imports its own and opens the store. execute_run closes it.
+    kernel = WarmKernel((notebook or default_notebook()).parent)
     try:
+        from rageval.cli.progress import RunView
+        from rageval.workflows.run import execute_run
+
+        tracker = open_tracker(tracking_uri)
         input_file(config, "CONFIG", "give a params file, e.g. params/bm25.yaml")
         with RunView() as view:  # the steps on stderr as they go; the summary below on stdout
             outcome = execute_run(
@@ -59,9 +65,12 @@ def run(
                 notebook_parameters=parse_notebook_parameters(parameter),
                 reporter=view,
                 warn=lambda text: echo(text, err=True),
+                kernel=kernel,
             )
     except RagevalError as error:
         fail(error)
+    finally:
+        kernel.close()
     for run_id, reason in outcome.reaped:
         echo(f"reaped {run_id}: now KILLED ({reason})", err=True)
     echo(f"run {outcome.run_id} sealed (experiment {outcome.experiment}, manifest sha256 {outcome.sealed[:12]}…)")

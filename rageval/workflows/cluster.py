@@ -3,7 +3,7 @@
 The driver (this process) validates the sweep, creates the experiment and the parent run once,
 and submits one task per member; each task runs on a worker process, opens its own
 :class:`~rageval.tracking.store.Tracker` on the driver's tracking URI, points the content-addressed
-cache at the driver's cache folder, and runs the very :meth:`~rageval.workflows.sweep.MemberJob.run`
+cache at the driver's cache folder, and runs the very :meth:`~rageval.workflows.members.MemberJob.run`
 the thread path runs. Progress comes back as Dask events: a worker reports each member's start
 (and, for a view that shows them, its steps) on a topic the driver subscribes to; the end comes
 from the member's future (``distributed.as_completed``).
@@ -34,17 +34,13 @@ from rageval.errors import ConfigError, Problem
 from rageval.paths import default_cache_dir
 from rageval.progress import Event, Reporter
 from rageval.tracking.store import Tracker
+from rageval.workflows.members import MEMBER_TAG, MemberJob, MemberResult, progress_kind, stop_kernels
 from rageval.workflows.sweep import (
-    MEMBER_TAG,
-    MemberJob,
-    MemberResult,
     Progress,
     SweepOutcome,
     check_sweep,
-    progress_kind,
     split_progress,
     start_sweep,
-    stop_kernels,
 )
 
 MAX_ATTEMPTS = 2  # a member is tried again once after its worker died

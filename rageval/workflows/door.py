@@ -173,7 +173,12 @@ def evaluate(namespace: Mapping[str, Any], notebook: str = NOTEBOOK) -> Experime
 
         Tracker(parameters.tracking_uri).log_result(parameters.run_id, result)
     if parameters.handoff is not None:
-        Path(parameters.handoff).write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        # Written whole, then renamed: the process that started this kernel picks it up as soon as
+        # it appears and logs it while the notebook draws its displays.
+        handoff = Path(parameters.handoff)
+        partial = handoff.with_name(handoff.name + ".part")
+        partial.write_bytes(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        partial.replace(handoff)
     return result
 
 

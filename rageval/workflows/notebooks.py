@@ -8,7 +8,7 @@ never share a socket path.
 
 from __future__ import annotations
 
-import shutil
+import functools
 import tempfile
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.io import read_text
 from rageval.progress import ENV_VAR
+from rageval.workflows.kernels import WarmKernel, ipc_kernel_manager
 
 if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
@@ -144,35 +145,6 @@ def check_parameters(path: str | Path, given: Mapping[str, Any], required: Seque
     return {name: info["default"] for name, info in declared.items()}
 
 
-def _ipc_kernel_manager(env: Mapping[str, str] | None = None) -> type:
-    """A kernel manager class for one execution; ``env`` is added to that kernel's environment only
-    (parallel runs are threads of one process, so ``os.environ`` is no place for it)."""
-    from jupyter_client import AsyncKernelManager
-
-    extra_env = dict(env or {})
-
-    class IPCKernelManager(AsyncKernelManager):
-        """A kernel on IPC sockets in a folder of its own."""
-
-        def __init__(self, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self._socket_dir = tempfile.mkdtemp(prefix="rageval-kernel-")
-            self.transport = "ipc"
-            self.ip = str(Path(self._socket_dir) / "kernel")
-
-        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
-            if extra_env:  # the provisioner has built the kernel's environment by now
-                kw["env"] = {**kw.get("env", {}), **extra_env}
-            await super()._async_launch_kernel(kernel_cmd, **kw)
-
-        async def _async_cleanup_resources(self, restart: bool = False) -> None:
-            await super()._async_cleanup_resources(restart=restart)
-            if not restart:
-                shutil.rmtree(self._socket_dir, ignore_errors=True)
-
-    return IPCKernelManager
-
-
 def execute_notebook(
     path: str | Path,
     output: str | Path,
@@ -181,12 +153,19 @@ def execute_notebook(
     cwd: str | Path | None = None,
     timeout: int | None = None,
     progress: str | Path | None = None,
+    kernel: WarmKernel | None = None,
 ) -> None:
     """Execute ``path`` into ``output`` with ``parameters``. A cell error raises papermill's
     ``PapermillExecutionError``; ``output`` then holds the partial executed notebook. ``progress``:
-    the channel file the kernel reports its steps to (:mod:`rageval.progress`), never its outputs."""
+    the channel file the kernel reports its steps to (:mod:`rageval.progress`), never its outputs.
+    ``kernel``: a warm kernel started for this execution (its own working directory and progress
+    channel; ``cwd`` and ``progress`` must then be left out); without one papermill starts a kernel."""
     import papermill
 
+    if kernel is not None:
+        if cwd is not None or progress is not None:
+            raise ValueError("a warm kernel has its working directory and progress channel already")
+        _register_warm_engine()
     papermill.execute_notebook(
         str(path),
         str(output),
@@ -195,12 +174,68 @@ def execute_notebook(
         # papermill's cwd= chdirs the whole process, which races between parallel runs in threads
         # (a sweep); the kernel's working directory is set through its resources instead.
         cwd=None,
-        resources={"metadata": {"path": str(cwd or Path(path).parent)}},
+        resources={"metadata": {"path": str(kernel.cwd if kernel else cwd or Path(path).parent)}},
         progress_bar=False,
         log_output=False,
         execution_timeout=timeout,
-        kernel_manager_class=_ipc_kernel_manager({ENV_VAR: str(progress)} if progress else None),
+        kernel_manager_class=ipc_kernel_manager({ENV_VAR: str(progress)} if progress else None),
+        # The last cell has run and its outputs are in: a graceful shutdown only waits (up to 1 s).
+        shutdown_kernel="immediate",
+        **({"engine_name": WARM_ENGINE, "km": kernel.manager()} if kernel is not None else {}),
     )
+
+
+WARM_ENGINE = "rageval-warm"
+
+
+@functools.cache
+def _register_warm_engine() -> None:
+    """papermill's nbclient engine, given a started kernel (``km``) to run on: nbclient leaves a
+    kernel it did not start running, and its client's sockets open; this closes the sockets, and
+    the kernel's :class:`~rageval.workflows.kernels.WarmKernel` kills it (without the graceful
+    shutdown's 0.1–1 s of polling: the last cell has run and its outputs are in)."""
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+
+    class WarmClient(PapermillNotebookClient):  # type: ignore[misc]
+        def execute(self, **kwargs: Any) -> Any:
+            try:
+                return super().execute(cleanup_kc=False, **kwargs)
+            finally:  # the client's sockets now; the kernel is killed by its WarmKernel, unwaited
+                if self.kc is not None:
+                    self.kc.stop_channels()
+                    self.kc = None
+
+    class WarmEngine(NBClientEngine):  # type: ignore[misc]
+        @classmethod
+        def execute_managed_notebook(
+            cls,
+            nb_man: Any,
+            kernel_name: str,
+            log_output: bool = False,
+            stdout_file: Any = None,
+            stderr_file: Any = None,
+            start_timeout: int = 60,
+            execution_timeout: int | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            import logging
+
+            kwargs.pop("input_path", None)
+            kwargs.pop("kernel_manager_class", None)  # the kernel is started already
+            return WarmClient(
+                nb_man,
+                timeout=execution_timeout,
+                startup_timeout=start_timeout,
+                kernel_name=kernel_name,
+                log=logging.getLogger("papermill"),
+                log_output=log_output,
+                stdout_file=stdout_file,
+                stderr_file=stderr_file,
+                **kwargs,
+            ).execute()
+
+    papermill_engines.register(WARM_ENGINE, WarmEngine)
 
 
 def failure(exc: BaseException) -> tuple[str, dict[str, Any]]:

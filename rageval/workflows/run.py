@@ -12,6 +12,7 @@ owner process is gone.
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 import platform
@@ -34,11 +35,12 @@ from rageval.config.schema import RunConfig
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
 from rageval.hashing import sha256_bytes
-from rageval.paths import project_root
+from rageval.paths import default_notebook
 from rageval.progress import SILENT, Event, Reporter, channel
 from rageval.tracking.records import KIND_TAG, NOTE_TAG, environment, evaluation_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
+from rageval.workflows.kernels import WarmKernel
 from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
 from rageval.workflows.provenance import RAGEVAL_VERSION, Checkout, checkout
 
@@ -47,10 +49,6 @@ if TYPE_CHECKING:
 
 # What rageval passes to every evaluation notebook; its parameters cell must declare them.
 RUN_PARAMETERS = ("config_yaml", "run_id", "tracking_uri")
-
-
-def default_notebook() -> Path:
-    return project_root() / "notebooks" / "evaluate.ipynb"
 
 
 @dataclass(frozen=True)
@@ -93,12 +91,37 @@ def notebook_html(executed: Path) -> bytes:
     import html
 
     import nbformat
-    from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.read(executed, as_version=4))
+    with _HTML_LOCK:  # one exporter, its templates compiled once per process; not made for threads
+        body, _ = _html_exporter().from_notebook_node(nbformat.read(executed, as_version=4))
     title = html.escape(executed.stem)
     page = f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n<body>\n{body}\n</body></html>\n'
     return page.encode()
+
+
+_HTML_LOCK = threading.Lock()
+
+
+@functools.cache
+def _html_exporter() -> Any:
+    from nbconvert import HTMLExporter
+
+    return HTMLExporter(template_name="basic")
+
+
+def warm_imports() -> None:
+    """What this process needs once the kernel hands its result back (matplotlib, for the figures)
+    and once the notebook has run (nbconvert, for the HTML): imported while it waits on the kernel."""
+    import matplotlib.figure  # noqa: F401
+    import nbconvert  # noqa: F401
+
+
+def warm_html() -> None:
+    """The HTML exporter's templates compiled ahead of the notebook's end."""
+    import nbformat
+
+    with _HTML_LOCK:
+        _html_exporter().from_notebook_node(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]))
 
 
 def run_tags(
@@ -174,6 +197,7 @@ def execute_run(
     cancel: threading.Event | None = None,
     reporter: Reporter | None = None,
     warn: Callable[[str], None] | None = None,
+    kernel: WarmKernel | None = None,
 ) -> RunOutcome:
     """Run one configuration through the evaluation notebook and seal the MLflow run.
 
@@ -184,14 +208,59 @@ def execute_run(
     ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
     ``reporter`` receives the steps as they go, the notebook kernel's among them; ``warn``, the
     warnings before the run exists: the configuration's (a measure cut off past ``final_k``) and that of a
-    checkout with uncommitted changes (naming the files).
+    checkout with uncommitted changes (naming the files). ``kernel``: a warm kernel for the notebook
+    (:mod:`rageval.workflows.kernels`), which this call closes; without one a kernel is started here,
+    to come up while the checks run.
     """
-    reporter = reporter or SILENT
+    notebook = Path(notebook) if notebook else default_notebook()
+    kernel = kernel or WarmKernel(notebook.parent)
+    try:
+        return _execute_run(
+            Path(config_file),
+            overrides=overrides,
+            benchmark=benchmark,
+            split=split,
+            tracker=tracker,
+            experiment=experiment,
+            notebook=notebook,
+            notebook_parameters=notebook_parameters,
+            timeout=timeout,
+            run_name=run_name,
+            label=label,
+            tags=tags,
+            family=family,
+            cancel=cancel,
+            reporter=reporter or SILENT,
+            warn=warn,
+            kernel=kernel,
+        )
+    finally:
+        kernel.close()
+
+
+def _execute_run(
+    config_file: Path,
+    *,
+    overrides: Sequence[str],
+    benchmark: str | Path | None,
+    split: str | None,
+    tracker: Tracker,
+    experiment: str | None,
+    notebook: Path,
+    notebook_parameters: Mapping[str, Any] | None,
+    timeout: int | None,
+    run_name: str | None,
+    label: str | None,
+    tags: Mapping[str, str] | None,
+    family: str | None,
+    cancel: threading.Event | None,
+    reporter: Reporter,
+    warn: Callable[[str], None] | None,
+    kernel: WarmKernel,
+) -> RunOutcome:
     started = time.perf_counter()
     reporter.step("checks")
-    config_file = Path(config_file)
     config = load_config(config_file, overrides, benchmark=benchmark, split=split, warn=warn)
-    notebook = Path(notebook) if notebook else default_notebook()
     extra = dict(notebook_parameters or {})
     declared = check_parameters(notebook, extra, required=RUN_PARAMETERS)
     if extra.get("record"):  # the papermill door's switch (rageval.workflows.door): this run records already
@@ -252,14 +321,15 @@ def execute_run(
         if "handoff" in declared:
             parameters["handoff"] = str(handoff)
         result: ExperimentResult | None = None
-        warm = _warm_imports()
+        early = EarlyLog(handoff, lambda handed: tracker.log_result(run_id, handed), warm=(warm_imports, warm_html))
         try:
             if cancel is not None and cancel.is_set():
                 raise InterruptedError("the sweep was interrupted before this run's notebook started")
             reporter.step("kernel start")
-            with channel(_kernel_events(reporter) if reporter.enabled else None) as events:
-                execute_notebook(notebook, executed, parameters, timeout=timeout, progress=events)
+            with channel(_kernel_events(reporter) if reporter.enabled else None, kernel.channel):
+                execute_notebook(notebook, executed, parameters, timeout=timeout, kernel=kernel)
         except BaseException as exc:  # a cell error, a timeout, or Ctrl-C: the run ends FAILED (KILLED when cancelled)
+            early.abandon()  # its logging, if begun, ends before the run's status is written
             message, fields = failure(exc)
             partial = executed if executed.exists() else None
             killed = cancel is not None and cancel.is_set()
@@ -273,12 +343,11 @@ def execute_run(
             raise
         executed_at = time.perf_counter()
         try:
-            if "handoff" in declared and handoff.is_file():
+            if "handoff" in declared:
                 reporter.step("logging")
-                # Our own file, written by the kernel we started, in a folder only we know.
-                result = pickle.loads(handoff.read_bytes())
-                tracker.log_result(run_id, result)
-            warm.join()
+                result = early.finish()
+            else:
+                early.abandon()
             reporter.step("attach notebook")
             timings = notebook_timings(executed)
             tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
@@ -305,6 +374,70 @@ def execute_run(
     return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings, reaped, result)
 
 
+class EarlyLog:
+    """Logs the result a notebook hands back (``handoff``) as soon as the kernel has written it,
+    while the notebook still draws its displays: this process would otherwise wait for the kernel,
+    then log. The file is our own, written by the kernel we started in a folder only we know, and
+    renamed into place whole (:func:`rageval.workflows.door.evaluate`). ``warm``: what to do on
+    the same thread before the result comes, and after it is logged (imports, the HTML templates)."""
+
+    def __init__(
+        self,
+        handoff: Path,
+        log: Callable[[ExperimentResult], None],
+        interval: float = 0.02,
+        warm: tuple[Callable[[], None], Callable[[], None]] | None = None,
+    ) -> None:
+        self._handoff, self._log, self._interval = handoff, log, interval
+        self._warm = warm or (_nothing, _nothing)
+        self._stop = threading.Event()
+        self._result: ExperimentResult | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._watch, name="rageval-early-log", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        # All on this one thread (two threads importing one package can deadlock): what logging
+        # needs, while the kernel starts; the result once handed back; then what comes after.
+        _head_start(self._warm[0])
+        try:
+            while not self._handoff.is_file():
+                if self._stop.wait(self._interval) and not self._handoff.is_file():
+                    return  # the notebook ended without handing a result back
+            try:
+                self._result = pickle.loads(self._handoff.read_bytes())
+                self._log(self._result)
+            except BaseException as exc:  # noqa: BLE001 - raised by finish(), in the run's own thread
+                self._error = exc
+        finally:
+            _head_start(self._warm[1])
+
+    def finish(self) -> ExperimentResult | None:
+        """Once the notebook has ended: the logged result (None if none was handed back); raises
+        what logging raised."""
+        self._stop.set()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def abandon(self) -> None:
+        """The notebook failed, or hands nothing back: stop watching, and wait for logging begun."""
+        self._stop.set()
+        self._thread.join()
+
+
+def _nothing() -> None:
+    pass
+
+
+def _head_start(step: Callable[[], None]) -> None:
+    try:
+        step()
+    except Exception:  # noqa: BLE001, S110 - only a head start; the real step reports any error
+        pass
+
+
 def _kernel_events(reporter: Reporter) -> Callable[[Event], None]:
     """Where the kernel's events go: to ``reporter``, the end of its experiment being the start of
     what the notebook does next (draw its displays; log the result, for a notebook that logs itself)."""
@@ -315,19 +448,3 @@ def _kernel_events(reporter: Reporter) -> Callable[[Event], None]:
         reporter.emit(event)
 
     return emit
-
-
-def _warm_imports() -> threading.Thread:
-    """Import, on a thread, what this process needs once the notebook has run (figures, the HTML
-    render): it waits on the kernel meanwhile, so on a machine with a core to spare this is free."""
-
-    def load() -> None:
-        try:
-            import matplotlib.figure  # noqa: F401
-            import nbconvert  # noqa: F401
-        except Exception:  # noqa: BLE001 - only a head start; the real import reports any error
-            pass
-
-    thread = threading.Thread(target=load, name="rageval-warm-imports", daemon=True)
-    thread.start()
-    return thread

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -27,17 +27,19 @@ import pandas as pd
 
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.config.sweep import Sweep, load_sweep
-from rageval.errors import ConfigError, NotebookExecutionError, Problem, SweepError
+from rageval.errors import ConfigError, Problem, SweepError
 from rageval.evaluation import parse_measure
+from rageval.paths import default_notebook
 from rageval.progress import Reporter
+from rageval.retrieval.pipeline import STAGES
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
+from rageval.workflows.kernels import PRELOAD, KernelPool
+from rageval.workflows.members import MemberJob, MemberResult, progress_kind, stop_kernels
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
-from rageval.workflows.run import RUN_PARAMETERS, check_labels, default_notebook, execute_run
-
-MEMBER_TAG = "rageval.sweep.member"
+from rageval.workflows.run import RUN_PARAMETERS, check_labels
 
 # --------------------------------------------------------------------------- progress
 
@@ -94,19 +96,6 @@ class Progress:
 # --------------------------------------------------------------------------- running
 
 
-@dataclass
-class MemberResult:
-    name: str
-    overrides: tuple[str, ...]
-    status: str = "not started"  # sealed, FAILED, KILLED, not started
-    run_id: str | None = None
-    seconds: float | None = None
-    error: str | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    retries: int = 0  # attempts after the first (a Dask worker died running it)
-    attempts: list[dict[str, str]] = field(default_factory=list)  # every run an attempt made: run_id, status, note
-
-
 @dataclass(frozen=True)
 class SweepOutcome:
     parent_run_id: str
@@ -137,95 +126,6 @@ class SweepOutcome:
 
 class _Interrupted(BaseException):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
-
-
-def stop_kernels() -> int:
-    """Kill the notebook kernels this process started (its direct children running ipykernel)."""
-    import psutil
-
-    stopped = 0
-    for child in psutil.Process().children(recursive=False):
-        try:
-            if any("ipykernel" in part for part in child.cmdline()):
-                child.kill()
-                stopped += 1
-        except psutil.Error:
-            continue
-    return stopped
-
-
-@dataclass(frozen=True)
-class MemberJob:
-    """One member's run, as plain values: the thread path runs it in this process, the Dask path
-    (:mod:`rageval.workflows.cluster`) pickles it to a worker process. Both call :meth:`run`."""
-
-    name: str
-    overrides: tuple[str, ...]
-    base: Path
-    benchmark: Path | None
-    split: str | None  # the sweep file's split (None: the base config's)
-    split_label: str  # the split the members run on, for the run's name
-    sweep: str
-    experiment: str
-    parent: str
-    release: bool
-    family: str | None
-    notebook: Path
-    notebook_parameters: dict[str, Any] | None
-    timeout: int | None
-
-    def run(
-        self,
-        tracker: Tracker,
-        *,
-        cancel: threading.Event | None = None,
-        reporter: Reporter | None = None,
-        tags: dict[str, str] | None = None,
-    ) -> MemberResult:
-        """Run the member through :func:`execute_run` into a sealed child of the parent; a failure
-        is recorded in the result (FAILED, or KILLED when ``cancel`` was set), never raised."""
-        result = MemberResult(self.name, self.overrides)
-        begun = time.perf_counter()
-        try:
-            outcome = execute_run(
-                self.base,
-                overrides=self.overrides,
-                benchmark=self.benchmark,
-                split=self.split,
-                tracker=tracker,
-                experiment=self.experiment,
-                notebook=self.notebook,
-                notebook_parameters=self.notebook_parameters,
-                timeout=self.timeout,
-                run_name=f"{self.sweep}/{self.name}@{self.split_label}",
-                label=f"{self.sweep}/{self.name}",
-                family=self.family,
-                cancel=cancel,
-                reporter=reporter,
-                tags={
-                    "mlflow.parentRunId": self.parent,
-                    "rageval.sweep.parent": self.parent,
-                    "rageval.sweep.name": self.sweep,
-                    MEMBER_TAG: self.name,
-                    "rageval.sweep.release": str(self.release).lower(),
-                    **(tags or {}),
-                },
-            )
-        except NotebookExecutionError as exc:
-            result.run_id, result.error = exc.run_id, str(exc)
-            result.status = "KILLED" if cancel is not None and cancel.is_set() else "FAILED"
-        except Exception as exc:  # noqa: BLE001 - any other error fails this member, recorded in the summary
-            result.error, result.status = f"{type(exc).__name__}: {exc}", "FAILED"
-        else:
-            result.run_id, result.metrics, result.status = outcome.run_id, outcome.metrics, "sealed"
-        finally:
-            _close_thread_loop()
-        result.seconds = time.perf_counter() - begun
-        return result
-
-
-def progress_kind(result: MemberResult) -> Literal["sealed", "failed", "killed"]:
-    return "sealed" if result.status == "sealed" else "killed" if result.status == "KILLED" else "failed"
 
 
 @dataclass
@@ -370,18 +270,25 @@ def run_sweep(
     workers = workers or sweep.spec.workers
     if workers < 1:
         raise ConfigError(Problem(file="--workers", message=f"workers must be at least 1 (got {workers})"))
-    run = start_sweep(
-        sweep,
-        nb,
-        bench,
-        workers=workers,
-        release=release,
-        tracker=tracker,
-        experiment=experiment,
-        notebook_parameters=notebook_parameters,
-        timeout=timeout,
-        on_parent=on_parent,
-    )
+    # One warm kernel per worker, each replaced as a member takes it: a member's kernel starts (and
+    # imports its stages) while the members before it run.
+    kernels = KernelPool(nb.parent, workers, total=len(sweep.members), preload=sweep_preload(sweep))
+    try:
+        run = start_sweep(
+            sweep,
+            nb,
+            bench,
+            workers=workers,
+            release=release,
+            tracker=tracker,
+            experiment=experiment,
+            notebook_parameters=notebook_parameters,
+            timeout=timeout,
+            on_parent=on_parent,
+        )
+    except BaseException:
+        kernels.close()
+        raise
     cancel = threading.Event()
     reporter, stream = split_progress(progress)
     bar = Progress(len(sweep.members), workers, stream, reporter)
@@ -390,7 +297,12 @@ def run_sweep(
         if cancel.is_set():
             return
         bar.event("start", job.name)
-        result = job.run(tracker, cancel=cancel, reporter=reporter.member(job.name) if reporter is not None else None)
+        result = job.run(
+            tracker,
+            cancel=cancel,
+            reporter=reporter.member(job.name) if reporter is not None else None,
+            kernel=kernels.take(),
+        )
         run.results[job.name] = result
         bar.event(progress_kind(result), job.name)
 
@@ -417,24 +329,11 @@ def run_sweep(
         _drain(futures)
     finally:
         pool.shutdown(wait=True)
+        kernels.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         bar.close()
     return run.finish(tracker, interrupted)
-
-
-def _close_thread_loop() -> None:
-    """papermill leaves an event loop in each thread it ran in; close it here rather than leave its
-    sockets to the garbage collector (the next notebook in this thread opens a new one)."""
-    import asyncio
-
-    try:
-        loop = asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:
-        return
-    if not loop.is_running() and not loop.is_closed():
-        loop.close()
-    asyncio.set_event_loop(None)
 
 
 def _drain(futures: Sequence[Future[None]]) -> None:
@@ -514,3 +413,9 @@ def _finish(
         )
         tracker.seal(parent)
     return outcome
+
+
+def sweep_preload(sweep: Sweep) -> tuple[str, ...]:
+    """What its members' kernels import ahead: the notebook's modules and the members' stages."""
+    stages = {STAGES[stage.type].split(":")[0] for m in sweep.members for stage in m.config.retrieval.stages}
+    return (*PRELOAD, *sorted(stages - set(PRELOAD)))

@@ -1,0 +1,186 @@
+"""Warm kernels, the kernel pool and its fork server, and the early logging of a handed-back result:
+the ways a run's kernel comes up earlier must leave what the notebook computes unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from rageval.config.load import dump_config, load_config
+from rageval.experiment.run import run_experiment
+from rageval.paths import project_root
+from rageval.workflows.forkserver import Forked, ForkServer, available
+from rageval.workflows.kernels import KernelPool, WarmKernel
+from rageval.workflows.notebooks import execute_notebook
+from rageval.workflows.preload import PRELOAD
+from rageval.workflows.run import EarlyLog
+
+IPYTHON = ("In", "Out", "get_ipython", "exit", "quit", "open", "os", "sys", "json_dump")
+PROBE = [
+    "import os, sys\n"
+    "print(json_dump := __import__('json').dumps({"
+    "'cwd': os.getcwd(), 'pid': os.getpid(), 'channel': os.environ.get('RAGEVAL_PROGRESS'),"
+    f"'preloaded': sorted(m for m in {PRELOAD!r} if m in sys.modules),"
+    f"'names': sorted(n for n in globals() if not n.startswith('_') and n not in {IPYTHON!r})}}))"
+]
+
+
+def probe_notebook(folder: Path) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("# parameters\nx = 1")]
+    notebook.cells[0].metadata["tags"] = ["parameters"]
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in PROBE]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = folder / "probe.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def probe(executed: Path) -> dict:
+    cell = nbformat.read(executed, as_version=4).cells[-1]
+    return json.loads("".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream"))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (ended, not yet reaped) counts as ended.
+    status = Path(f"/proc/{pid}/status")
+    return not (status.exists() and "State:\tZ" in status.read_text())
+
+
+def test_a_warm_kernel_runs_the_notebook_in_its_folder_with_the_modules_imported_and_no_names_bound(tmp_path):
+    notebook = probe_notebook(tmp_path)
+    kernel = WarmKernel(tmp_path)
+    execute_notebook(notebook, tmp_path / "out.ipynb", {"x": 2}, kernel=kernel)
+    seen = probe(tmp_path / "out.ipynb")
+    assert seen["cwd"] == str(tmp_path)
+    assert seen["channel"] == str(kernel.channel)
+    assert seen["preloaded"] == sorted(PRELOAD)
+    assert seen["names"] == ["x"]  # the parameter only: the preload bound nothing in the namespace
+    kernel.close()
+    time.sleep(0.2)
+    assert not alive(seen["pid"])
+    with pytest.raises(RuntimeError, match="one notebook"):
+        kernel.manager()
+
+
+def test_a_warm_kernel_given_a_working_directory_or_channel_as_well_is_refused(tmp_path):
+    with WarmKernel(tmp_path, preload=()) as kernel, pytest.raises(ValueError, match="warm kernel"):
+        execute_notebook(probe_notebook(tmp_path), tmp_path / "out.ipynb", {}, cwd=tmp_path, kernel=kernel)
+
+
+def test_closing_an_untaken_warm_kernel_kills_it(tmp_path):
+    kernel = WarmKernel(tmp_path, preload=())
+    kernel._thread.join()
+    pid = kernel._manager.provisioner.pid
+    assert alive(pid)
+    kernel.close()
+    time.sleep(0.2)
+    assert not alive(pid)
+
+
+@pytest.mark.skipif(not available(), reason="the fork server needs os.fork")
+def test_forked_kernels_are_fresh_processes_with_their_own_folder_and_channel(tmp_path):
+    notebook = probe_notebook(tmp_path)
+    pool = KernelPool(tmp_path, size=1, total=2)
+    seen = []
+    for index in range(2):
+        kernel = pool.take()
+        assert kernel is not None
+        execute_notebook(notebook, tmp_path / f"out{index}.ipynb", {"x": index}, kernel=kernel)
+        seen.append(probe(tmp_path / f"out{index}.ipynb"))
+        kernel.close()
+    assert pool.take() is None  # total reached: no kernel is started that nobody takes
+    pool.close()
+    assert seen[0]["pid"] != seen[1]["pid"]
+    assert seen[0]["channel"] != seen[1]["channel"]
+    assert all(s["cwd"] == str(tmp_path) and s["names"] == ["x"] for s in seen)
+    assert all(s["preloaded"] == sorted(PRELOAD) for s in seen)
+    assert not any(alive(s["pid"]) for s in seen)
+
+
+@pytest.mark.skipif(not available(), reason="the fork server needs os.fork")
+def test_closing_the_fork_server_kills_the_kernels_it_started(tmp_path):
+    server = ForkServer(())
+    pid = server.fork(["-f", str(tmp_path / "kernel.json")], dict(os.environ), str(tmp_path))
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "kernel.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive(pid)
+    server.close()
+    forked = Forked(pid)
+    assert forked.wait(timeout=10) == forked.returncode is not None
+    with pytest.raises(RuntimeError, match="fork server has exited"):
+        server.fork([], {}, str(tmp_path))
+
+
+@pytest.mark.skipif(not available(), reason="the fork server needs os.fork")
+def test_a_kernel_of_a_dead_fork_server_starts_as_usual(tmp_path):
+    notebook = probe_notebook(tmp_path)
+    server = ForkServer(())
+    server.close()
+    kernel = WarmKernel(tmp_path, preload=(), server=server)
+    execute_notebook(notebook, tmp_path / "out.ipynb", {"x": 3}, kernel=kernel)
+    assert probe(tmp_path / "out.ipynb")["cwd"] == str(tmp_path)
+    kernel.close()
+
+
+@pytest.mark.skipif(not available(), reason="the fork server needs os.fork")
+def test_the_evaluation_notebook_hands_back_the_same_result_from_a_forked_and_a_cold_kernel(tmp_path):
+    """The baseline is exactly preserved whichever way its kernel started."""
+    config = load_config(project_root() / "params" / "bm25.yaml")
+    notebook = project_root() / "notebooks" / "evaluate.ipynb"
+    results = {}
+    pool = KernelPool(notebook.parent, size=1, total=1)
+    for how, kernel in (("forked", pool.take()), ("cold", None)):
+        handoff = tmp_path / f"{how}.pickle"
+        parameters = {"config_yaml": dump_config(config), "run_id": "not-logged", "handoff": str(handoff)}
+        execute_notebook(notebook, tmp_path / f"{how}.ipynb", parameters, kernel=kernel)
+        if kernel is not None:
+            kernel.close()
+        results[how] = pickle.loads(handoff.read_bytes())
+    pool.close()
+    alone = run_experiment(config)
+    for result in results.values():
+        assert result.evaluation.per_query.equals(alone.evaluation.per_query)
+        columns = ["query_id", "rank", "chunk_id", "score"]
+        assert result.rankings[columns].equals(alone.rankings[columns])
+
+
+def test_early_log_logs_the_handed_back_result_while_the_notebook_still_runs(tmp_path):
+    handoff = tmp_path / "result.pickle"
+    logged = threading.Event()
+    got = []
+    early = EarlyLog(handoff, lambda result: (got.append(result), logged.set()), interval=0.01)
+    partial = handoff.with_name(handoff.name + ".part")
+    partial.write_bytes(pickle.dumps({"measure": 0.5}))
+    assert not logged.wait(0.1)  # a file still being written is not picked up
+    partial.replace(handoff)
+    assert logged.wait(5)  # before the notebook has ended
+    assert early.finish() == {"measure": 0.5}
+    assert got == [{"measure": 0.5}]
+
+
+def test_early_log_raises_what_logging_raised_and_is_quiet_without_a_result(tmp_path):
+    handoff = tmp_path / "result.pickle"
+
+    def refuse(result):
+        raise OSError("store unreachable")
+
+    early = EarlyLog(handoff, refuse, interval=0.01)
+    handoff.write_bytes(pickle.dumps(1))
+    with pytest.raises(OSError, match="unreachable"):
+        early.finish()
+    nothing = EarlyLog(tmp_path / "never.pickle", refuse, interval=0.01)
+    assert nothing.finish() is None
+    nothing.abandon()
