@@ -13,7 +13,6 @@ min and median, the overhead (b − a) in seconds and the ratio b / a, and where
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -22,32 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from sweep_overhead import member_timings  # a run's time per step, as the sweep benchmark reads it
+from sweep_overhead import member_timings, work_alone  # shared with the sweep benchmark
 
 from rageval.tracking.store import Tracker
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 4.0
-
-WORK = """
-import json, sys, time
-started = time.perf_counter()
-from rageval.config.load import load_config
-from rageval.experiment.run import run_experiment
-imported = time.perf_counter()
-config = load_config(sys.argv[1])
-loaded = time.perf_counter()
-run_experiment(config)
-done = time.perf_counter()
-print(json.dumps({"import_s": imported - started, "load_s": loaded - imported, "work_s": done - loaded}))
-"""
-
-
-def work_alone(config: Path) -> dict[str, float]:
-    out = subprocess.run(
-        [sys.executable, "-c", WORK, str(config)], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def whole_run(config: Path, store: str) -> tuple[float, str]:
