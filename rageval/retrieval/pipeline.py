@@ -51,7 +51,8 @@ STAGES: dict[str, str] = {
 def stage_class(stage_type: str) -> Callable[..., Stage]:
     """The class (or factory) that builds a stage of ``stage_type``."""
     module, name = STAGES[stage_type].split(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    stage: Callable[..., Stage] = getattr(importlib.import_module(module), name)
+    return stage
 
 
 def build_stage(config: StageConfig, corpus: Corpus) -> Stage:
