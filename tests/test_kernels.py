@@ -117,9 +117,12 @@ def test_closing_the_fork_server_kills_the_kernels_it_started(tmp_path):
     while not (tmp_path / "kernel.json").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert alive(pid)
+    forked = Forked(pid, server.pid)
+    assert forked.poll() is None
     server.close()
-    forked = Forked(pid)
-    assert forked.wait(timeout=10) == forked.returncode is not None
+    assert forked.wait(timeout=10) == forked.returncode
+    assert forked.returncode is not None
+    assert Forked(os.getpid(), server.pid).poll() is not None  # not the server's child: never signalled
     with pytest.raises(RuntimeError, match="fork server has exited"):
         server.fork([], {}, str(tmp_path))
 

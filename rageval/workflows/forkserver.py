@@ -64,6 +64,10 @@ class ForkServer:
             raise RuntimeError(f"the kernel fork server has exited (status {self._process.poll()})")
         return int(json.loads(reply)["pid"])
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def close(self) -> None:
         with self._lock:
             if self._process.stdin is not None and not self._process.stdin.closed:
@@ -82,22 +86,25 @@ class ForkServer:
 
 class Forked:
     """What jupyter_client's local provisioner needs of a ``Popen``, for a kernel the fork server
-    started: a child of the server, not of this process (the server reaps it; gone means ended)."""
+    started: a child of the server, not of this process (the server reaps it; gone, or no longer
+    the server's child — its PID taken again — means ended, and is never signalled)."""
 
     stdin = stdout = stderr = None
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, pid: int, server_pid: int) -> None:
+        self.pid, self.server_pid = pid, server_pid
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
+            import psutil
+
             try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
+                ours = psutil.Process(self.pid).ppid() == self.server_pid
+            except psutil.NoSuchProcess:
+                ours = False
+            if not ours:
                 self.returncode = -signal.SIGKILL  # its status went to the server
-            except PermissionError:
-                pass
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -109,10 +116,11 @@ class Forked:
         return self.returncode  # type: ignore[return-value]
 
     def send_signal(self, signum: int) -> None:
-        try:
-            os.kill(self.pid, signum)
-        except ProcessLookupError:
-            pass
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -156,8 +164,10 @@ def _kernel(request: dict[str, Any]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        import ipykernel_launcher
         from ipykernel.kernelapp import IPKernelApp
 
+        sys.argv = [ipykernel_launcher.__file__, *request["argv"]]  # as a kernel started as usual sees it
         app = IPKernelApp.instance()
         app.initialize(request["argv"])
         app.start()

@@ -133,7 +133,7 @@ def ipc_kernel_manager(env: Mapping[str, str] | None = None, server: ForkServer 
                 await super()._async_launch_kernel(kernel_cmd, **kw)
                 return
             provisioner = self.provisioner
-            provisioner.process, provisioner.pid, provisioner.pgid = Forked(pid), pid, pid
+            provisioner.process, provisioner.pid, provisioner.pgid = Forked(pid, server.pid), pid, pid
             self._reconcile_connection_info(provisioner.connection_info)
 
         async def _async_cleanup_resources(self, restart: bool = False) -> None:
