@@ -334,3 +334,36 @@ def test_diff_notebooks_shows_parameters_and_outputs_without_metadata(release_sw
     )
     assert "k1: 1.2" in result.output and f'+run_id = "{runs["textbook"]}"' in result.output
     assert "/outputs/" in result.output and "/metadata" not in result.output
+
+
+def test_notebook_slots_are_granted_in_member_order_skip_a_failed_member_and_give_way_to_a_cancel():
+    from rageval.workflows.run import NotebookSlot, NotebookSlots
+
+    slots = NotebookSlots(1)
+    granted: list[int] = []
+    first, second, third = NotebookSlot(slots, 0), NotebookSlot(slots, 1), NotebookSlot(slots, 2)
+
+    def take(slot: NotebookSlot, ticket: int) -> None:
+        assert slot.acquire()
+        granted.append(ticket)
+
+    late = threading.Thread(target=take, args=(third, 2))
+    late.start()  # asks first, but its turn comes after 0 and 1
+    time.sleep(0.3)
+    assert granted == []
+    assert first.acquire()
+    granted.append(0)
+    second.release()  # member 1 failed before its run: skipped, never held
+    first.release()
+    late.join(timeout=5)
+    assert granted == [0, 2]
+    third.release()
+    third.release()  # idempotent
+
+    cancel = threading.Event()
+    busy, waiting = NotebookSlot(slots, 3), NotebookSlot(slots, 4)
+    assert busy.acquire(cancel)
+    cancel.set()
+    assert waiting.acquire(cancel) is False  # interrupted while it waited: no place, no run
+    waiting.release()
+    busy.release()

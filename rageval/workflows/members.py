@@ -15,7 +15,7 @@ from rageval.progress import Reporter
 from rageval.tracking.store import Tracker
 from rageval.workflows.forkserver import FORK_SERVER
 from rageval.workflows.kernels import WarmKernel
-from rageval.workflows.run import execute_run
+from rageval.workflows.run import NotebookSlot, execute_run
 
 MEMBER_TAG = "rageval.sweep.member"
 
@@ -77,6 +77,7 @@ class MemberJob:
         reporter: Reporter | None = None,
         tags: dict[str, str] | None = None,
         kernel: WarmKernel | None = None,
+        notebook_slot: NotebookSlot | None = None,
     ) -> MemberResult:
         """Run the member through :func:`execute_run` into a sealed child of the parent; a failure
         is recorded in the result (FAILED, or KILLED when ``cancel`` was set), never raised.
@@ -100,6 +101,7 @@ class MemberJob:
                 cancel=cancel,
                 reporter=reporter,
                 kernel=kernel,
+                notebook_slot=notebook_slot,
                 tags={
                     "mlflow.parentRunId": self.parent,
                     "rageval.sweep.parent": self.parent,
@@ -112,6 +114,8 @@ class MemberJob:
         except NotebookExecutionError as exc:
             result.run_id, result.error = exc.run_id, str(exc)
             result.status = "KILLED" if cancel is not None and cancel.is_set() else "FAILED"
+        except InterruptedError as exc:  # the sweep was interrupted while it waited: it never started
+            result.error = str(exc)
         except Exception as exc:  # noqa: BLE001 - any other error fails this member, recorded in the summary
             result.error, result.status = f"{type(exc).__name__}: {exc}", "FAILED"
         else:
@@ -123,7 +127,10 @@ class MemberJob:
 
 
 def progress_kind(result: MemberResult) -> Literal["sealed", "failed", "killed"]:
-    return "sealed" if result.status == "sealed" else "killed" if result.status == "KILLED" else "failed"
+    # "not started": interrupted while it waited for a notebook slot, before its run was made.
+    return (
+        "sealed" if result.status == "sealed" else "killed" if result.status in ("KILLED", "not started") else "failed"
+    )
 
 
 def close_thread_loop() -> None:

@@ -198,6 +198,7 @@ def execute_run(
     reporter: Reporter | None = None,
     warn: Callable[[str], None] | None = None,
     kernel: WarmKernel | None = None,
+    notebook_slot: NotebookSlot | None = None,
 ) -> RunOutcome:
     """Run one configuration through the evaluation notebook and seal the MLflow run.
 
@@ -210,10 +211,12 @@ def execute_run(
     warnings before the run exists: the configuration's (a measure cut off past ``final_k``) and that of a
     checkout with uncommitted changes (naming the files). ``kernel``: a warm kernel for the notebook
     (:mod:`rageval.workflows.kernels`), which this call closes; without one a kernel is started here,
-    to come up while the checks run.
+    to come up while the checks run. ``notebook_slot``: this member's turn at a sweep's places to
+    run a notebook (:class:`NotebookSlots`).
     """
     notebook = Path(notebook) if notebook else default_notebook()
     kernel = kernel or WarmKernel(notebook.parent)
+    slot = notebook_slot or NotebookSlot()
     try:
         return _execute_run(
             Path(config_file),
@@ -233,9 +236,81 @@ def execute_run(
             reporter=reporter or SILENT,
             warn=warn,
             kernel=kernel,
+            slot=slot,
         )
     finally:
+        slot.release()
         kernel.close()
+
+
+class NotebookSlots:
+    """A sweep's ``workers`` places to run a notebook, granted in the members' order (ticket 0, 1,
+    …): a member holds one from creating its run until its notebook has ended, so the next member
+    does its checks meanwhile and waits, and a member's logging, HTML render and seal overlap the
+    next member's notebook. No run is created while waiting."""
+
+    def __init__(self, workers: int) -> None:
+        self._free, self._next = workers, 0
+        self._skipped: set[int] = set()
+        self._cond = threading.Condition()
+
+    def acquire(self, ticket: int, cancel: threading.Event | None) -> bool:
+        """Wait for ``ticket``'s turn and a free place; False if ``cancel`` is set meanwhile."""
+        with self._cond:
+            while not (self._free > 0 and self._next == ticket):
+                if cancel is not None and cancel.is_set():
+                    return False
+                self._cond.wait(0.2)
+            self._free -= 1
+            self._advance()
+            return True
+
+    def skip(self, ticket: int) -> None:
+        """``ticket`` will never acquire (its member failed before): the next ones go on."""
+        with self._cond:
+            self._skipped.add(ticket)
+            if self._next == ticket:
+                self._next -= 1
+                self._advance()
+            self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
+
+    def _advance(self) -> None:
+        self._next += 1
+        while self._next in self._skipped:
+            self._next += 1
+
+
+class NotebookSlot:
+    """One member's ticket for :class:`NotebookSlots`; without them (``rageval run``) it does nothing.
+    :meth:`release` is idempotent: released (or skipped) once, whichever way the run ends."""
+
+    def __init__(self, slots: NotebookSlots | None = None, ticket: int = 0) -> None:
+        self._slots, self._ticket = slots, ticket
+        self._state = "waiting"  # then "held", then "done"
+        self._lock = threading.Lock()
+
+    def acquire(self, cancel: threading.Event | None = None) -> bool:
+        if self._slots is None:
+            return True
+        granted = self._slots.acquire(self._ticket, cancel)
+        with self._lock:
+            self._state = "held" if granted else self._state
+        return granted
+
+    def release(self) -> None:
+        if self._slots is None:
+            return
+        with self._lock:
+            state, self._state = self._state, "done"
+        if state == "held":
+            self._slots.release()
+        elif state == "waiting":
+            self._slots.skip(self._ticket)
 
 
 def _execute_run(
@@ -257,6 +332,7 @@ def _execute_run(
     reporter: Reporter,
     warn: Callable[[str], None] | None,
     kernel: WarmKernel,
+    slot: NotebookSlot,
 ) -> RunOutcome:
     started = time.perf_counter()
     reporter.step("checks")
@@ -285,6 +361,8 @@ def _execute_run(
     if warn is not None and source.warning:
         warn(source.warning)
     all_tags = {**run_tags(config, bench, config_file, family, source), "rageval.config.label": label, **(tags or {})}
+    if not slot.acquire(cancel) or (cancel is not None and cancel.is_set()):  # interrupted while waiting
+        raise InterruptedError("the sweep was interrupted before this member's run was created")
     reporter.step("create run")
     reaped = tuple(tracker.reap())
     run_id = tracker.create_run(
@@ -341,6 +419,8 @@ def _execute_run(
                 status = "KILLED" if killed else "FAILED"
                 raise NotebookExecutionError(f"run {run_id} {status}: {message}", run_id=run_id, **fields) from exc
             raise
+        finally:
+            slot.release()  # the notebook has ended: the next member's may start
         executed_at = time.perf_counter()
         try:
             if "handoff" in declared:

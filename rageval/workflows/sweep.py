@@ -39,7 +39,7 @@ from rageval.workflows.kernels import PRELOAD, KernelPool
 from rageval.workflows.members import MemberJob, MemberResult, progress_kind, stop_kernels
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
-from rageval.workflows.run import RUN_PARAMETERS, check_labels
+from rageval.workflows.run import RUN_PARAMETERS, NotebookSlot, NotebookSlots, check_labels
 
 # --------------------------------------------------------------------------- progress
 
@@ -293,7 +293,7 @@ def run_sweep(
     reporter, stream = split_progress(progress)
     bar = Progress(len(sweep.members), workers, stream, reporter)
 
-    def member(job: MemberJob) -> None:
+    def member(ticket: int, job: MemberJob) -> None:
         if cancel.is_set():
             return
         bar.event("start", job.name)
@@ -302,6 +302,7 @@ def run_sweep(
             cancel=cancel,
             reporter=reporter.member(job.name) if reporter is not None else None,
             kernel=kernels.take(),
+            notebook_slot=NotebookSlot(slots, ticket),
         )
         run.results[job.name] = result
         bar.event(progress_kind(result), job.name)
@@ -314,10 +315,13 @@ def run_sweep(
             raise _Interrupted()
 
         previous = signal.signal(signal.SIGTERM, on_term)
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rageval-sweep")
+    # ``workers`` notebooks at a time; one thread more, so that a member's checks, and the logging
+    # and seal of the member before it, overlap a running notebook.
+    slots = NotebookSlots(workers)
+    pool = ThreadPoolExecutor(max_workers=workers + 1, thread_name_prefix="rageval-sweep")
     futures: list[Future[None]] = []
     try:
-        futures = [pool.submit(member, job) for job in run.jobs]
+        futures = [pool.submit(member, ticket, job) for ticket, job in enumerate(run.jobs)]
         pending = set(futures)
         while pending:
             _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
