@@ -48,10 +48,15 @@ STAGES: dict[str, str] = {
 }
 
 
+def stage_module(stage_type: str) -> str:
+    """The module a stage of ``stage_type`` lives in (what building one imports)."""
+    return STAGES[stage_type].partition(":")[0]
+
+
 def stage_class(stage_type: str) -> Callable[..., Stage]:
     """The class (or factory) that builds a stage of ``stage_type``."""
-    module, name = STAGES[stage_type].split(":")
-    stage: Callable[..., Stage] = getattr(importlib.import_module(module), name)
+    name = STAGES[stage_type].partition(":")[2]
+    stage: Callable[..., Stage] = getattr(importlib.import_module(stage_module(stage_type)), name)
     return stage
 
 

@@ -31,7 +31,7 @@ from rageval.errors import ConfigError, Problem, SweepError
 from rageval.evaluation import parse_measure
 from rageval.paths import default_notebook
 from rageval.progress import Reporter
-from rageval.retrieval.pipeline import STAGES
+from rageval.retrieval.pipeline import stage_module
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
@@ -421,5 +421,5 @@ def _finish(
 
 def sweep_preload(sweep: Sweep) -> tuple[str, ...]:
     """What its members' kernels import ahead: the notebook's modules and the members' stages."""
-    stages = {STAGES[stage.type].split(":")[0] for m in sweep.members for stage in m.config.retrieval.stages}
+    stages = {stage_module(stage.type) for m in sweep.members for stage in m.config.retrieval.stages}
     return (*PRELOAD, *sorted(stages - set(PRELOAD)))
