@@ -413,3 +413,11 @@ def test_a_real_mkdocs_tree_imports_with_no_mkdocs_syntax_left(tmp_path, name):
     assert report.counts["admonitions"] == before["admonition"] + before["/// block"]
     assert report.counts["autodoc"] == before["::: autodoc"]
     assert draft.spec.preprocessing[0] == "atx-headings/1" and "tables-as-rows/1" in draft.spec.preprocessing
+
+
+def test_two_pages_with_one_id_are_refused(tmp_path):
+    write_tree(tmp_path, {"api.md": "# API\n", "api.html": "<h1>API</h1>"})
+    with pytest.raises(BenchmarkError) as caught:
+        render_tree(find_pages(tmp_path), TreeOptions(ALL))
+    (problem,) = caught.value.problems
+    assert problem.file.endswith("api.md") and problem.message == "its ID 'api' is the ID of api.html too"

@@ -33,6 +33,7 @@ from rageval.validation import Slug, Strict, problems_from_validation, shorten
 
 EMPTY_CASES = "the file holds no cases"
 SNIPPET = 60
+CONTEXT = 40  # characters of context either side of an ambiguous match
 
 
 class Evidence(Strict):
@@ -135,10 +136,12 @@ def _regex_spans(text: str, pattern: str) -> list[tuple[int, int]]:
 
 
 def _where(text: str, span: tuple[int, int]) -> str:
-    line = text.count("\n", 0, span[0]) + 1
-    snippet = " ".join(text[span[0] : span[1]].split())
-    snippet = snippet if len(snippet) <= SNIPPET else snippet[: SNIPPET - 1] + "…"
-    return f"line {line} ({span[0]}-{span[1]}): {snippet!r}"
+    """``line N (start-end): '…before [match] after…'``: where a candidate is, with its context."""
+    start, end = span
+    line = text.count("\n", 0, start) + 1
+    match = text[start:end] if end - start <= SNIPPET else text[start : start + SNIPPET - 1] + "…"
+    shown = text[max(0, start - CONTEXT) : start] + f"[{match}]" + text[end : end + CONTEXT]
+    return f"line {line} ({start}-{end}): {' '.join(shown.split())!r}"
 
 
 FIXES = {

@@ -333,23 +333,27 @@ def import_docs(
             result = run_import(request, view)
     except RagevalError as error:
         fail(error)
+    _print_import(result, again=previous is not None)
+    if report is not None:
+        report.write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _print_import(result, again: bool) -> None:  # type: ignore[no-untyped-def]
     echo(f"wrote {result.out}: {result.documents} documents; preprocessing: {', '.join(result.steps)}")
     echo("converted: " + (", ".join(f"{n} {what}" for what, n in sorted(result.counts.items())) or "nothing"))
     for skipped in result.skipped:
         echo(f"skipped {skipped}")
-    if previous is not None:
-        for what, pages in (("added", result.added), ("changed", result.changed), ("removed", result.removed)):
-            echo(f"pages {what}: {len(pages)}" + (f" ({', '.join(pages)})" if pages else ""))
-        for moved in result.judgments:
-            echo(f"judgment {moved.line()}")
-        for entry in result.changelog:
-            echo(f"changelog: {entry.action} {', '.join(entry.cases)}")
-    else:
+    if not again:
         echo(
             f'next: rageval benchmark label {result.out} --query-id Q --query "…" --doc DOC --quote "…" --grade 3 --split dev'
         )
-    if report is not None:
-        report.write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+        return
+    for what, pages in (("added", result.added), ("changed", result.changed), ("removed", result.removed)):
+        echo(f"pages {what}: {len(pages)}" + (f" ({', '.join(pages)})" if pages else ""))
+    for moved in result.judgments:
+        echo(f"judgment {moved.line()}")
+    for entry in result.changelog:
+        echo(f"changelog: {entry.action} {', '.join(entry.cases)}")
 
 
 @benchmark_app.command("label")

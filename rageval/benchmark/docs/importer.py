@@ -21,6 +21,7 @@ from typing import Any
 
 from rageval.benchmark.docs.pages import AclMap, TreeOptions, find_pages, render_tree
 from rageval.benchmark.docs.steps import chosen_steps, from_record, recorded
+from rageval.benchmark.labeling import load_draft
 from rageval.benchmark.loading import Benchmark, relative_path, write_benchmark
 from rageval.benchmark.schema import CASES_FILE, DEFAULT_RUBRIC, IMPORT_SPLITS, Case, ChangelogEntry, Document, Judgment
 from rageval.benchmark.spans import locate
@@ -138,6 +139,7 @@ def import_docs(request: DocsImport, reporter: Reporter = SILENT) -> ImportRepor
         spec["changelog"] = [e.model_dump(mode="json") for e in [*previous.spec.changelog, *report.changelog]]
     reporter.step(f"write {request.out}")
     write_benchmark(request.out, spec, documents, cases)
+    load_draft(request.out)  # the lineage rules, for a re-import
     return report
 
 

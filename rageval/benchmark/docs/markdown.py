@@ -194,6 +194,7 @@ def _front_matter(tokens: Sequence[Token], lines: Sequence[str], context: PageCo
         )
         return ""
     context.front_matter.update({str(key): value for key, value in data.items()})
+    context.count("front-matter")
     return ""
 
 

@@ -193,7 +193,19 @@ def render_tree(tree: Tree, options: TreeOptions) -> tuple[list[Document], dict[
     counts: dict[str, int] = {}
     documents: list[Document] = []
     problems: list[Problem] = []
+    first: dict[str, Path] = {}
     for path in tree.pages:
+        key = page_id(tree.root, path)
+        if key in first:
+            problems.append(
+                Problem(
+                    file=str(path),
+                    message=f"its ID '{key}' is the ID of {first[key].name} too",
+                    fix="keep one format of each page in the tree (IDs are paths without their suffix)",
+                )
+            )
+            continue
+        first[key] = path
         try:
             documents.append(render_page(tree, path, options, counts))
         except InputError as exc:
