@@ -23,7 +23,16 @@ from rageval.benchmark.docs.pages import AclMap, TreeOptions, find_pages, render
 from rageval.benchmark.docs.steps import chosen_steps, from_record, recorded
 from rageval.benchmark.labeling import load_draft
 from rageval.benchmark.loading import Benchmark, relative_path, write_benchmark
-from rageval.benchmark.schema import CASES_FILE, DEFAULT_RUBRIC, IMPORT_SPLITS, Case, ChangelogEntry, Document, Judgment
+from rageval.benchmark.schema import (
+    CASES_FILE,
+    DEFAULT_RUBRIC,
+    IMPORT_SPLITS,
+    Case,
+    ChangeAction,
+    ChangelogEntry,
+    Document,
+    Judgment,
+)
 from rageval.benchmark.spans import locate
 from rageval.hashing import sha256_text
 from rageval.progress import SILENT, Reporter
@@ -179,14 +188,15 @@ def _carry_over(
         if touched:
             rejudged.append(case.queryId)
         cases.append(case.model_copy(update={"relevant": kept, "corpusVersion": corpus_version}))
-    for action, ids in (("re-judged", rejudged), ("retired", retired)):
+    actions: tuple[tuple[ChangeAction, list[str]], ...] = (("re-judged", rejudged), ("retired", retired))
+    for action, ids in actions:
         if ids:
             report.changelog.append(
                 ChangelogEntry(
                     version=version,
                     date=today,
                     action=action,
-                    cases=ids,  # type: ignore[arg-type]
+                    cases=ids,
                     reason=f"the corpus was re-imported: {len(ids)} case(s) whose judged pages changed; "
                     + "; ".join(m.line() for m in report.judgments if m.case in ids),
                 )
