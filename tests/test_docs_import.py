@@ -401,8 +401,8 @@ def test_the_cli_imports_labels_and_writes_the_report(tmp_path):
 
 # What the two trees hold, measured (docs/importing-docs.md shows the same table): neither holds a table.
 REAL_COUNTS = {
-    "httpx": {"admonitions": 13, "autodoc": 39, "html-blocks": 9},
-    "starlette": {"admonitions": 11, "autodoc": 2, "html-blocks": 14, "front-matter": 1},
+    "httpx": {"admonitions": 13, "autodoc": 39, "html-blocks": 9, "inline-html": 1},
+    "starlette": {"admonitions": 11, "autodoc": 2, "html-blocks": 14, "front-matter": 1, "inline-html": 43},
 }
 
 
@@ -459,3 +459,13 @@ def test_the_guide_names_every_step_and_its_examples_come_out_as_shown():
             continue  # needs the included file: test_includes_expand_against_the_root_with_line_ranges
         text, _ = render(before, steps=chosen_steps(None, "whole" if name == "tables-whole" else "rows"))
         assert text == after.rstrip("\n"), name
+
+
+def test_inline_html_tags_leave_prose_but_not_code():
+    text, context = render(
+        '- <a href="https://x.org" target="_blank">GitHub</a> | see `<b>` and <b>bold</b>\n\n```\n<a href="y">code</a>\n```\n'
+    )
+    assert text == '- GitHub | see `<b>` and bold\n\n```\n<a href="y">code</a>\n```'
+    assert context.counts == {"inline-html": 1}
+    kept, _ = render("Plain <br/> line\n", steps=ALL - {"html-as-text"})
+    assert kept == "Plain <br/> line"

@@ -52,8 +52,33 @@ def render_markdown(source: str, context: PageContext) -> str:
     """The page's text after the steps; the title, front matter and problems land in ``context``."""
     lines = source.splitlines()
     tokens = parser().parse(source)
+    if "html-as-text" in context.steps:
+        _drop_inline_html(tokens, lines, context)
     blocks = [text for start, end in _top_level(tokens) if (text := _block(tokens[start:end], lines, context))]
     return "\n\n".join(blocks)
+
+
+def _drop_inline_html(tokens: Sequence[Token], lines: list[str], context: PageContext) -> None:
+    """Remove inline HTML tags (``<a href=…>``, ``</a>``) from the source lines of the prose they
+    stand in, wherever it is (a list item too); code spans and blocks keep theirs."""
+    for token in tokens:
+        if token.type != "inline" or token.map is None or not token.children:
+            continue
+        if not any(child.type == "html_inline" for child in token.children):
+            continue
+        start, end = token.map
+        text = "\n".join(lines[start:end])
+        at = 0
+        for child in token.children:  # in order: a tag is removed, any other text is stepped over
+            found = text.find(child.content, at) if child.content else -1
+            if found < 0:
+                continue
+            if child.type == "html_inline":
+                text, at = text[:found] + text[found + len(child.content) :], found
+            else:
+                at = found + len(child.content)
+        lines[start:end] = text.split("\n")
+        context.count("inline-html")
 
 
 def _top_level(tokens: Sequence[Token]) -> list[tuple[int, int]]:
