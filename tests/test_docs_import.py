@@ -469,3 +469,17 @@ def test_inline_html_tags_leave_prose_but_not_code():
     assert context.counts == {"inline-html": 1}
     kept, _ = render("Plain <br/> line\n", steps=ALL - {"html-as-text"})
     assert kept == "Plain <br/> line"
+
+
+def test_the_cli_applies_only_the_steps_named_and_refuses_an_unknown_one(tmp_path):
+    tree = write_tree(tmp_path / "tree", PAGES)
+    runner = CliRunner()
+    args = ["benchmark", "import", "docs", str(tree), "--name", "d", "--version", "1"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "a"), "--steps", "admonitions-as-text"])
+    assert result.exit_code == 0, result.output
+    assert "preprocessing: atx-headings/1, admonitions-as-text/1, tables-as-rows/1" in result.output
+    assert load_draft(tmp_path / "a").documents["index"].text == "# Home { #home }\n\nWelcome to the docs."
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "b"), "--steps", "anchors"], terminal_width=200)
+    assert result.exit_code == 2 and "unknown step(s) anchors" in result.output
+    assert "valid choices are front-matter, strip-heading-anchors" in result.output
+    assert not (tmp_path / "b").exists()
