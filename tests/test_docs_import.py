@@ -483,3 +483,16 @@ def test_the_cli_applies_only_the_steps_named_and_refuses_an_unknown_one(tmp_pat
     assert result.exit_code == 2 and "unknown step(s) anchors" in result.output
     assert "valid choices are front-matter, strip-heading-anchors" in result.output
     assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.realdata
+def test_a_real_page_with_tables_has_them_converted(tmp_path):
+    """The docs trees hold no table; the shared datasets' README (three pipe tables) does."""
+    page = shared("README.md")
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "datasets.md").write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    report = import_docs(DocsImport(tmp_path / "tree", tmp_path / "out", "datasets", "1"))
+    assert report.counts["tables"] == sum(line.startswith("|---") for line in page.read_text().splitlines()) == 3
+    text = load_draft(tmp_path / "out").documents["datasets"].text
+    assert "folder: adi/; docs: 82; queries judged: 35; grades: all 1; source: Glasgow IR test collection" in text
+    assert not [line for line in text.splitlines() if line.startswith("|")]
