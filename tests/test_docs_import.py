@@ -496,3 +496,63 @@ def test_a_real_page_with_tables_has_them_converted(tmp_path):
     text = load_draft(tmp_path / "out").documents["datasets"].text
     assert "folder: adi/; docs: 82; queries judged: 35; grades: all 1; source: Glasgow IR test collection" in text
     assert not [line for line in text.splitlines() if line.startswith("|")]
+
+
+def test_a_reimport_flags_ambiguous_and_unquoted_judgments_and_keeps_one_in_place(tmp_path):
+    tree = write_tree(tmp_path / "tree", {"a.md": "# A\n\nAlpha fact.\n\nBeta fact.\n"})
+    import_docs(DocsImport(tree, tmp_path / "v1", "docs", "1"))
+    text = load_draft(tmp_path / "v1").documents["a"].text
+    at = text.index("Beta fact.")
+    cases = tmp_path / "v1" / "cases.jsonl"
+    rows = [
+        {
+            "queryId": "same",
+            "query": "alpha?",
+            "corpusVersion": "",
+            "split": "dev",
+            "relevant": [{"documentId": "a", "grade": 3, "start": 5, "end": 16, "quote": "Alpha fact."}],
+        },
+        {
+            "queryId": "twice",
+            "query": "beta?",
+            "corpusVersion": "",
+            "split": "dev",
+            "relevant": [{"documentId": "a", "grade": 3, "start": at, "end": at + 10, "quote": "Beta fact."}],
+        },
+        {
+            "queryId": "unquoted",
+            "query": "by hand?",
+            "corpusVersion": "",
+            "split": "dev",
+            "relevant": [{"documentId": "a", "grade": 1, "start": at, "end": at + 4}, {"documentId": "a", "grade": 2}],
+        },
+    ]
+    corpus_version = load_draft(tmp_path / "v1").spec.corpusVersion
+    cases.write_text("".join(json.dumps({**r, "corpusVersion": corpus_version}) + "\n" for r in rows))
+    from rageval.benchmark.loading import write_hashes
+
+    write_hashes(tmp_path / "v1")
+    assert text[5:16] == "Alpha fact."
+    (tree / "a.md").write_text("# A\n\nAlpha fact.\n\nBeta fact.\n\nBeta fact.\n")
+    report = import_docs(DocsImport(tree, tmp_path / "v2", "docs", "2", previous=load_benchmark(tmp_path / "v1")))
+    assert [m.line() for m in report.judgments] == [
+        f"twice: a {at}-{at + 10} -> dropped (ambiguous (2 places))",
+        f"unquoted: a {at}-{at + 4} -> dropped (no quote recorded)",
+    ]
+    new = load_benchmark(tmp_path / "v2")
+    by_id = {c.queryId: c for c in new.cases}
+    assert by_id["same"].relevant[0].span == (5, 16)  # its text did not move: no change logged
+    assert [(j.grade, j.span) for j in by_id["unquoted"].relevant] == [(2, None)]  # the whole-page judgment stays
+    assert "twice" not in by_id
+    assert [(e.action, e.cases) for e in new.spec.changelog] == [("re-judged", ["unquoted"]), ("retired", ["twice"])]
+
+
+def test_an_acl_map_with_an_unknown_key_names_its_line(tmp_path):
+    from rageval.benchmark.docs.pages import read_acl_map
+
+    acl = tmp_path / "acl.yaml"
+    acl.write_text("pages:\n  - match: '*'\n    acls: [x]\n")
+    with pytest.raises(BenchmarkError) as caught:
+        read_acl_map(acl)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.field) == (3, "pages[0].acls") and "unknown key" in problem.message
