@@ -243,7 +243,7 @@ def test_html_and_text_pages_are_read(tmp_path):
     documents, counts = render_tree(tree, TreeOptions(ALL))
     by_id = {d.id: d for d in documents}
     assert by_id["ref"].title == "Reference"
-    assert by_id["ref"].text == "# API\n\nCall get .\n\nName: url; Type: str\n\n```\nget(url)\n```"
+    assert by_id["ref"].text == "# API\n\nCall get.\n\nName: url; Type: str\n\n```\nget(url)\n```"
     assert (by_id["notes"].title, by_id["notes"].text) == ("Notes page", "Plain notes.")
     assert counts == {"tables": 1}
 
