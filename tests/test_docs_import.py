@@ -556,3 +556,15 @@ def test_an_acl_map_with_an_unknown_key_names_its_line(tmp_path):
         read_acl_map(acl)
     (problem,) = caught.value.problems
     assert (problem.line, problem.field) == (3, "pages[0].acls") and "unknown key" in problem.message
+
+
+def test_directives_in_a_list_item_are_converted_at_their_indent(tmp_path):
+    (tmp_path / "app.py").write_text("app = App()\n")
+    text, context = render(
+        "1. Write the app:\n\n    {* app.py *}\n\n2. Read the reference:\n\n    ::: pkg.App\n        :members: run\n",
+        folder=tmp_path,
+    )
+    assert text == (
+        "1. Write the app:\n\n    ```python\n    app = App()\n    ```\n\n2. Read the reference:\n\n    `pkg.App`"
+    )
+    assert context.counts == {"includes": 1, "autodoc": 1}
