@@ -568,3 +568,13 @@ def test_directives_in_a_list_item_are_converted_at_their_indent(tmp_path):
         "1. Write the app:\n\n    ```python\n    app = App()\n    ```\n\n2. Read the reference:\n\n    `pkg.App`"
     )
     assert context.counts == {"includes": 1, "autodoc": 1}
+
+
+def test_a_reimport_under_the_previous_version_is_refused_before_writing(tmp_path):
+    tree = write_tree(tmp_path / "tree", PAGES)
+    import_docs(DocsImport(tree, tmp_path / "v1", "docs", "1"))
+    with pytest.raises(BenchmarkError, match="'1' is the version of --previous itself"):
+        import_docs(DocsImport(tree, tmp_path / "v1b", "docs", "1", previous=load_draft(tmp_path / "v1")))
+    assert not (tmp_path / "v1b").exists()
+    report = import_docs(DocsImport(tree, tmp_path / "v2", "docs", "2", previous=load_draft(tmp_path / "v1")))
+    assert (report.added, report.changed, report.removed, report.judgments) == ([], [], [], [])
