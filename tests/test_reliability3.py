@@ -120,6 +120,15 @@ def test_a_run_missing_the_qrels_only_by_look_alikes_is_told_so():
     assert not near_misses({"q1": ["d2", "d9"]}, qrels) and near_misses({"q1": ["d2"]}, qrels).message() == ""
 
 
+def test_rageval_metrics_warns_of_ids_that_match_only_once_normalised(tmp_path):
+    (tmp_path / "qrels").write_text(f"q1 0 {NFC} 2\nq1 0 d2 1\n", encoding="utf-8")
+    (tmp_path / "run").write_text(f"q1 Q0 {NFD} 1 2.0 t\nq1 Q0 d2 2 1.0 t\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["metrics", str(tmp_path / "qrels"), str(tmp_path / "run"), "-m", "R@10"])
+    assert result.exit_code == 0
+    assert "R@10" in result.stdout and "0.5000" in result.stdout  # compared as written: d2 only
+    assert "warning: 1 retrieved ID(s)" in result.stderr and "vs judged 'caf\\xe9'" in result.stderr
+
+
 def test_look_alike_keys():
     assert lookalike_key(NFD) == lookalike_key(NFC) == NFC
     assert lookalike_key(f" d1{ZWSP}{NBSP}") == "d1" and lookalike_key("D1") != lookalike_key("d1")
