@@ -159,18 +159,23 @@ def team_run(tmp_path_factory, store):
     """One run in a team project made by `rageval init`, from its folder; then a run of an
     untracked params file."""
     team = make_team(tmp_path_factory.mktemp("teams") / "team")
+    warnings: dict[str, list[str]] = {"clean": [], "dirty": []}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(team)
-        run = execute_run(team / "params" / "bm25.yaml", tracker=Tracker(store)).run_id
+        run = execute_run(team / "params" / "bm25.yaml", tracker=Tracker(store), warn=warnings["clean"].append)
         extra = team / "params" / "bm25-b.yaml"
         extra.write_text((team / "params" / "bm25.yaml").read_text().replace("bm25-baseline", "bm25-b"))
-        dirty = execute_run(extra, tracker=Tracker(store)).run_id
-    return team, run, dirty
+        dirty = execute_run(extra, tracker=Tracker(store), warn=warnings["dirty"].append).run_id
+    return team, run.run_id, dirty, warnings
 
 
 @pytest.mark.e2e
 def test_a_team_run_records_both_revisions_and_runs_the_teams_notebook(team_run, store):
-    team, run, dirty = team_run
+    team, run, dirty, warnings = team_run
+    # The starter params draw no warning, the project is clean (rageval's own checkout may not be).
+    assert not any("params/" in w or "the working tree" in w for w in warnings["clean"])
+    (dirty_warning,) = warnings["dirty"]
+    assert dirty_warning.startswith("warning: the working tree has uncommitted changes in params/bm25-b.yaml")
     tracker = Tracker(store)
     tags = tracker.run(run).tags
     head = git(team, "rev-parse", "HEAD")
@@ -184,7 +189,7 @@ def test_a_team_run_records_both_revisions_and_runs_the_teams_notebook(team_run,
     root = Path(tracker.run(run).artifact_uri.removeprefix("file://"))
     executed = nbformat.read(root / "notebook" / "evaluate.ipynb", as_version=4)
     assert executed.cells[0].source == TEAM_NOTE  # the project's copy ran, not the package's
-    assert tracker.run(run).metrics["nDCG_at_10"] == 1.0  # the skeleton's one case finds its document
+    assert tracker.run(run).metrics["nDCG_at_5"] == 1.0  # the skeleton's one case finds its document
     dirty_tags = tracker.run(dirty).tags
     assert dirty_tags["rageval.project.dirty"] == "true"
     assert dirty_tags["rageval.project.dirty_files"] == "params/bm25-b.yaml"
@@ -195,7 +200,7 @@ def test_a_team_run_records_both_revisions_and_runs_the_teams_notebook(team_run,
 
 @pytest.mark.e2e
 def test_reproduce_from_the_team_repository_is_identical(team_run, store, monkeypatch):
-    team, run, _ = team_run
+    team, run, _, _ = team_run
     monkeypatch.chdir(team)
     # The team's benchmark working copy moves on: the reproduction reads the commit's.
     (team / "benchmark" / "documents.jsonl").write_text('{"id": "x", "title": "X", "text": "changed"}\n')
@@ -208,7 +213,7 @@ def test_reproduce_from_the_team_repository_is_identical(team_run, store, monkey
         ("bm25", True, 0),
         ("context", True, 0),
     ]
-    assert result.metric_differences["nDCG_at_10"] == 0.0
+    assert result.metric_differences["nDCG_at_5"] == 0.0
     tracker = Tracker(store)
     again = tracker.run(result.reproduction).tags
     assert again["rageval.project.commit"] == tracker.run(run).tags["rageval.project.commit"]
@@ -218,7 +223,7 @@ def test_reproduce_from_the_team_repository_is_identical(team_run, store, monkey
 
 @pytest.mark.e2e
 def test_reproduce_refuses_another_rageval_naming_both(team_run, store, monkeypatch):
-    team, run, _ = team_run
+    team, run, _, _ = team_run
     tags = Tracker(store).run(run).tags
     monkeypatch.setattr(reproduce_module, "RAGEVAL_VERSION", "9.9.9")
     monkeypatch.chdir(team)

@@ -69,7 +69,7 @@ final_k: 5
 
 evaluation:
   level: auto
-  measures: [nDCG@10, R@5, Hit@5, MRR]
+  measures: [nDCG@5, R@5, Hit@5, MRR]   # cut-offs up to final_k: what the generator receives
 """
 
 SPEC = {
