@@ -193,8 +193,8 @@ def export_qrels(
         typer.Option(help="with --level passage: the run's params file (its chunking) or a chunking YAML"),
     ] = None,
 ) -> None:
-    """Write a benchmark's judgments as TREC qrels: per document, or per chunk as a passage-level run
-    is measured (`rageval export-run RUN --level passage` writes the matching run file)."""
+    """Write a benchmark's judgments as TREC qrels: per document, or per chunk of a chunking (the
+    chunks that cover a judged span, with its grade) for trec_eval-style tools."""
     from rageval.benchmark.loading import load_benchmark
     from rageval.benchmark.trec import write_qrels
 
@@ -218,12 +218,19 @@ def export_qrels(
             + (" (runs evaluate per passage unless evaluation.level says otherwise)" if unit == "passage" else ""),
             err=True,
         )
+    if level.value == "passage":
+        echo(
+            "warning: rageval grades passages on the judged spans and credits each span once (docs/metric-contract.md, "
+            "passages); ID-matching tools count every chunk covering a span as its own relevant item, so their "
+            "passage-level values differ from a run's where two chunks cover one span or one chunk covers two",
+            err=True,
+        )
     judgments = sum(len(judged) for judged in qrels.values())
     echo(f"wrote {out}: {judgments} {level.value} judgments of {sum(bool(j) for j in qrels.values())} queries")
 
 
 def _passage_qrels(benchmark, config: Path | None, split: str | None) -> dict[str, dict[str, int]]:
-    """Chunk qrels exactly as a passage-level run of ``split`` under ``config``'s chunking measures them."""
+    """The chunk qrels of ``config``'s chunking on ``split`` (each chunk's grade from the spans it covers)."""
     from rageval.benchmark.chunking import chunk_corpus
     from rageval.benchmark.migration import chunk_qrels_for, load_chunking
 
