@@ -50,7 +50,7 @@ def test_the_benchmark_is_valid_with_both_splits(built: Path) -> None:
 
 
 def test_every_span_holds_its_quote(built: Path) -> None:
-    questions = yaml.safe_load((ROOT / "benchmarks" / "docs" / "questions.yaml").read_text())["questions"]
+    questions = yaml.safe_load((ROOT / "benchmarks" / "docs" / "questions.yaml").read_text())["cases"]
     benchmark = load_benchmark(built)
     documents = benchmark.documents  # id -> Document
     cases = {c.queryId: c for c in benchmark.cases}
@@ -59,7 +59,7 @@ def test_every_span_holds_its_quote(built: Path) -> None:
         judged = cases[question["id"]].relevant
         assert len(judged) == len(question["evidence"])
         for evidence, judgment in zip(question["evidence"], judged, strict=True):
-            assert judgment.documentId == evidence["document"].removesuffix(".md")
+            assert judgment.documentId == evidence["doc"]
             assert judgment.grade == evidence["grade"]
             text = documents[judgment.documentId].text[judgment.start : judgment.end]
             if "quote" in evidence:

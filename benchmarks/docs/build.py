@@ -36,10 +36,12 @@ ROOT = HERE.parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "datasets" / "docs-trees"
 DEFAULT_OUT = HERE / "build"
 QUESTIONS = HERE / "questions.yaml"
+# docs-trees as of SOURCES.txt (httpx ae1b9f66, starlette cb8f84f5).
+CORPUS_VERSION = "docs-trees-ae1b9f6-cb8f84f"
 
 
 class Evidence(Strict):
-    document: StrictStr = Field(description="page path under the source, e.g. httpx/advanced/timeouts.md")
+    doc: Slug = Field(description="document ID: the page path under the source without .md")
     quote: StrictStr | None = None
     heading: StrictStr | None = None
     grade: StrictInt = Field(ge=0, le=3)
@@ -57,13 +59,13 @@ class Question(Strict):
     split: Slug
     slice: list[Slug] = Field(default_factory=list)
     notes: StrictStr | None = None
-    evidence: list[Evidence]
+    evidence: list[Evidence] = Field(default_factory=list)
 
 
 class Questions(Strict):
-    version: StrictInt
-    corpusVersion: Slug
-    questions: list[Question] = Field(min_length=1)
+    """The questions file, in the format of ``rageval benchmark label --from``."""
+
+    cases: list[Question] = Field(min_length=1)
 
 
 class _AnyTagLoader(yaml.SafeLoader):
@@ -116,7 +118,7 @@ def _section(text: str, heading: str) -> tuple[int, int] | None:
 
 
 def _span(question: Question, evidence: Evidence, text: str) -> tuple[tuple[int, int] | None, str | None]:
-    where = f"questions.yaml: {question.id}: {evidence.document}"
+    where = f"questions.yaml: {question.id}: {evidence.doc}"
     if evidence.heading is not None:
         span = _section(text, evidence.heading)
         return span, None if span else f"{where}: no heading '{evidence.heading}'"
@@ -130,12 +132,12 @@ def _span(question: Question, evidence: Evidence, text: str) -> tuple[tuple[int,
 
 def build_cases(questions: Questions, documents: dict[str, Document]) -> tuple[list[Case], list[str]]:
     cases, problems = [], []
-    for question in questions.questions:
+    for question in questions.cases:
         relevant = []
         for evidence in question.evidence:
-            document_id = evidence.document.removesuffix(".md")
+            document_id = evidence.doc
             if document_id not in documents:
-                problems.append(f"questions.yaml: {question.id}: no page {evidence.document}")
+                problems.append(f"questions.yaml: {question.id}: no document {document_id}")
                 continue
             span, problem = _span(question, evidence, documents[document_id].text)
             if span is None:
@@ -146,7 +148,7 @@ def build_cases(questions: Questions, documents: dict[str, Document]) -> tuple[l
             Case(
                 queryId=question.id,
                 query=question.query,
-                corpusVersion=questions.corpusVersion,
+                corpusVersion=CORPUS_VERSION,
                 relevant=relevant,
                 slice=question.slice,
                 notes=question.notes,
@@ -170,10 +172,10 @@ def build(source: Path, out: Path, questions_path: Path = QUESTIONS) -> Path:
         "version": "1",
         "description": "httpx and starlette documentation pages; questions with graded character-span "
         "evidence located from quotes (benchmarks/docs/questions.yaml).",
-        "corpusVersion": questions.corpusVersion,
+        "corpusVersion": CORPUS_VERSION,
         "relevanceUnit": "passage",
         "rubric": dict(DEFAULT_RUBRIC),
-        "splits": sorted({q.split for q in questions.questions}),
+        "splits": sorted({q.split for q in questions.cases}),
         "provenance": {"source": "expert-written", "access": ["public"]},
     }
     return write_benchmark(out, spec, documents, cases)
