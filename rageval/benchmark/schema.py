@@ -42,6 +42,11 @@ ChangeAction = Literal["added", "retired", "re-judged", "judgments-added"]
 CHANGE_ACTIONS: tuple[str, ...] = get_args(ChangeAction)
 
 
+# A preprocessing step as recorded: its name and version, e.g. ``strip-heading-anchors/1``
+# (the steps themselves: rageval.benchmark.docs.steps.STEPS).
+PreprocessingStep = Annotated[StrictStr, Field(pattern=r"^[a-z][a-z0-9-]*/[1-9][0-9]*$")]
+
+
 class Predecessor(Strict):
     """The version a benchmark version was started from (``rageval benchmark new-version``)."""
 
@@ -92,6 +97,11 @@ class BenchmarkSpec(Strict):
     changelog: list[ChangelogEntry] = Field(default_factory=list)
     labelChunking: LabelChunking | None = None
     provenance: Provenance | None = Field(default=None, description="the default of every case without its own")
+    preprocessing: list[PreprocessingStep] = Field(
+        default_factory=list,
+        description="the named, versioned steps that made documents.jsonl from its source pages, in order "
+        "(rageval benchmark import docs)",
+    )
 
     @field_validator("splits")
     @classmethod
@@ -121,6 +131,11 @@ class Judgment(Strict):
     grade: StrictInt
     start: StrictInt | None = Field(default=None, ge=0)
     end: StrictInt | None = Field(default=None, ge=0)
+    quote: StrictStr | None = Field(
+        default=None,
+        description="the evidence text the span was found from (rageval benchmark label); a re-import of the "
+        "corpus locates the judgment again by it",
+    )
 
     @property
     def has_span(self) -> bool:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rageval.benchmark.docs.steps import STEPS, TABLE_MODES, TABLE_STEPS
 from rageval.cli.common import (
     ChangeAction,
     DateOption,
@@ -27,6 +29,8 @@ from rageval.errors import RagevalError
 
 if TYPE_CHECKING:
     from rageval.progress import Reporter
+
+CHOOSABLE_STEPS = tuple(name for name in STEPS if name not in TABLE_STEPS.values())
 
 
 @benchmark_app.command("validate")
@@ -268,3 +272,151 @@ def benchmark_log_change(
     except RagevalError as error:
         fail(error)
     echo(f"{entry.version} {entry.date}: {entry.action} {', '.join(entry.cases)} ({entry.reason})")
+
+
+TableMode = Enum("TableMode", {mode: mode for mode in TABLE_MODES}, type=str)  # type: ignore[misc]
+
+
+@import_app.command("docs")
+def import_docs(
+    source: Annotated[Path, typer.Argument(help="documentation tree: .md/.markdown, .html/.htm and .txt pages")],
+    out: Annotated[Path, typer.Option(help="new benchmark folder")],
+    name: Annotated[str, typer.Option(help="benchmark name")],
+    version: Annotated[str, typer.Option(help="benchmark version")],
+    corpus_version: Annotated[str | None, typer.Option(help="[default: folder name + sha256 of the pages]")] = None,
+    steps: Annotated[
+        list[str] | None,
+        typer.Option("--steps", help=f"preprocessing step (repeat) [default: all]: {', '.join(CHOOSABLE_STEPS)}"),
+    ] = None,
+    tables: Annotated[
+        TableMode | None, typer.Option(help="a table as rows of 'header: value', or kept whole [default: rows]")
+    ] = None,
+    acl_map: Annotated[
+        Path | None, typer.Option(help="YAML: pages: [{match: GLOB, acl: [...], metadata: {...}}]")
+    ] = None,
+    include_root: Annotated[Path | None, typer.Option(help="folder include directives are relative to")] = None,
+    previous: Annotated[
+        Path | None, typer.Option(help="re-import: the last version's folder (pages compared, judgments carried over)")
+    ] = None,
+    report: Annotated[Path | None, typer.Option(help="also write the import report as JSON")] = None,
+) -> None:
+    """Import a documentation tree (mkdocs or plain Markdown, HTML, text) as a benchmark corpus; add
+    cases with `rageval benchmark label`. With --previous, write the next version and report the pages
+    added, changed and removed and every judgment moved or dropped."""
+    import json
+
+    from rageval.benchmark.docs.importer import DocsImport
+    from rageval.benchmark.docs.importer import import_docs as run_import
+    from rageval.benchmark.docs.pages import read_acl_map
+    from rageval.benchmark.labeling import load_draft
+    from rageval.cli.progress import RunView
+
+    try:
+        input_folder(source, "SOURCE", "give the folder of the documentation pages")
+        if report is not None:
+            output_file(report, "--report")
+        request = DocsImport(
+            source=source,
+            out=out,
+            name=name,
+            version=version,
+            corpus_version=corpus_version,
+            steps=tuple(steps) if steps else None,
+            tables=tables.value if tables is not None else None,
+            include_root=input_folder(include_root, "--include-root", "give a folder") if include_root else None,
+            acl_map=read_acl_map(input_file(acl_map, "--acl-map", "give the YAML file")) if acl_map else None,
+            previous=load_draft(input_folder(previous, "--previous", "give the last version's folder"))
+            if previous
+            else None,
+        )
+        with RunView() as view:
+            result = run_import(request, view)
+    except RagevalError as error:
+        fail(error)
+    _print_import(result, again=previous is not None)
+    if report is not None:
+        report.write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _print_import(result, again: bool) -> None:  # type: ignore[no-untyped-def]
+    echo(f"wrote {result.out}: {result.documents} documents; preprocessing: {', '.join(result.steps)}")
+    echo("converted: " + (", ".join(f"{n} {what}" for what, n in sorted(result.counts.items())) or "nothing"))
+    for skipped in result.skipped:
+        echo(f"skipped {skipped}")
+    if not again:
+        echo(
+            f'next: rageval benchmark label {result.out} --query-id Q --query "…" --doc DOC --quote "…" --grade 3 --split dev'
+        )
+        return
+    for what, pages in (("added", result.added), ("changed", result.changed), ("removed", result.removed)):
+        echo(f"pages {what}: {len(pages)}" + (f" ({', '.join(pages)})" if pages else ""))
+    for moved in result.judgments:
+        echo(f"judgment {moved.line()}")
+    for entry in result.changelog:
+        echo(f"changelog: {entry.action} {', '.join(entry.cases)}")
+
+
+@benchmark_app.command("label")
+def benchmark_label(
+    path: Annotated[Path, typer.Argument(help="benchmark folder")],
+    from_file: Annotated[
+        Path | None, typer.Option("--from", help="questions YAML: cases: [{id, query, split, slice, evidence}]")
+    ] = None,
+    query_id: Annotated[str | None, typer.Option(help="the case's ID")] = None,
+    query: Annotated[str | None, typer.Option(help="the question")] = None,
+    doc: Annotated[str | None, typer.Option(help="document ID")] = None,
+    quote: Annotated[str | None, typer.Option(help="the evidence, quoted from the document")] = None,
+    heading: Annotated[str | None, typer.Option(help="the heading whose section is the evidence")] = None,
+    regex: Annotated[str | None, typer.Option(help="a regular expression matching the evidence")] = None,
+    grade: Annotated[int | None, typer.Option(help="the evidence's grade")] = None,
+    split: Annotated[str | None, typer.Option(help="the case's split")] = None,
+    slice_: Annotated[list[str], typer.Option("--slice", help="slice label (repeat)")] = [],
+) -> None:
+    """Write judgments without offsets: rageval finds the span of a quote, a heading's section or a
+    regex match (ambiguity lists every candidate and writes nothing)."""
+    from rageval.benchmark.labeling import label, read_questions
+    from rageval.errors import InputError, Problem
+
+    try:
+        input_folder(path, "PATH", "give the benchmark's folder")
+        if from_file is not None:
+            given = [o for o, v in (("--query-id", query_id), ("--query", query), ("--doc", doc)) if v is not None]
+            if given:
+                raise InputError(
+                    Problem(
+                        file="--from",
+                        message=f"--from cannot be combined with {', '.join(given)}",
+                        fix="put every case in the file, or drop --from",
+                    )
+                )
+            questions, lines = read_questions(input_file(from_file, "--from", "give the questions YAML"))
+            batch = [(q, f"{from_file}:{lines.get(('cases', i), '')}".rstrip(":")) for i, q in enumerate(questions)]
+        else:
+            batch = [(_one_question(query_id, query, doc, quote, heading, regex, grade, split, slice_), "the options")]
+        done = label(path, batch)
+    except RagevalError as error:
+        fail(error)
+    echo(
+        f"wrote {path}: {len(done.added)} cases added, {len(done.extended)} given judgments, {done.judgments} judgments"
+    )
+
+
+def _one_question(query_id, query, doc, quote, heading, regex, grade, split, slices):  # type: ignore[no-untyped-def]
+    from pydantic import ValidationError
+
+    from rageval.benchmark.labeling import Question
+    from rageval.errors import InputError
+    from rageval.validation import problems_from_validation
+
+    evidence = {"doc": doc, "quote": quote, "heading": heading, "regex": regex, "grade": grade}
+    raw = {
+        "id": query_id,
+        "query": query,
+        "split": split,
+        "slice": slices,
+        "evidence": [{k: v for k, v in evidence.items() if v is not None}] if doc is not None else [],
+    }
+    try:
+        return Question.model_validate({k: v for k, v in raw.items() if v is not None})
+    except ValidationError as exc:
+        raise InputError(problems_from_validation(exc, file="the options", model=Question)) from None
