@@ -48,6 +48,9 @@ _EXPORTS: dict[str, str] = {
     "parse_measure": "rageval.evaluation",
     "rollup_to_parent": "rageval.evaluation",
     "top_scores": "rageval.evaluation",
+    # passages graded on judged spans
+    "Evidence": "rageval.evaluation",
+    "evidence_spans": "rageval.evaluation",
     # one configuration in process
     "ExperimentResult": "rageval.experiment.run",
     "run_experiment": "rageval.experiment.run",
@@ -125,6 +128,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time the names load
         measure_from_key,
         metric_key,
         parse_measure,
+        Evidence,
+        evidence_spans,
         rollup_to_parent,
         top_scores,
     )

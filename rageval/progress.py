@@ -3,7 +3,7 @@
 Code that works long takes a :class:`Reporter` and calls ``step(name)`` as it enters each step and
 ``bar(items, total=…, desc=…)`` around a long loop; the reporter turns these into small event dicts
 (``{"kind": "step", "name", "t"}``, ``{"kind": "bar", "desc", "n", "total", "t"}``,
-``{"kind": "end", "t"}``) and hands them to :meth:`Reporter.emit`. The base reporter is silent.
+``{"kind": "end", "t"}``, ``{"kind": "warning", "message", "t"}``) and hands them to :meth:`Reporter.emit`. The base reporter is silent.
 
 Inside a notebook kernel started by ``rageval run``, :func:`from_environment` gives a
 :class:`ChannelWriter` that appends the events as JSON lines to the file named by
@@ -51,6 +51,10 @@ class Reporter:
     def end(self) -> None:
         """The last step ends here."""
         self.emit({"kind": "end", "t": time.time()})
+
+    def warn(self, message: str) -> None:
+        """Something a person must know to read the results (shown on the terminal as it happens)."""
+        self.emit({"kind": "warning", "message": message, "t": time.time()})
 
     def bar(
         self,

@@ -43,6 +43,7 @@ class Behaviour:
     malformed: bool = False  # a JSON body cut off in the middle
     wrong_ids: bool = False  # hits with IDs that are in no corpus
     parent_ids: bool = False  # hits named by their document's ID, not the chunk's
+    passages: str | None = None  # "offsets" or "text": hits given as passages of their document, not by ID
     echo: bool = False  # with ``status``: the error body repeats the Authorization header (as careless services do)
     only: set[str] | None = None  # the query IDs the switches apply to; None: every query
 
@@ -114,10 +115,19 @@ class BM25Service:
                 ids = [f"no-such-chunk-{i}" for i in range(len(hits))]
             if applies and behaviour.parent_ids:
                 ids = [self.stage.corpus.by_id(i).parent_id for i in ids]
+            answers: list[dict] = [{"id": i} for i in ids]
+            if applies and behaviour.passages is not None:
+                chunks = [self.stage.corpus.by_id(i) for i in ids]
+                answers = [
+                    {"documentId": c.parent_id, "start": c.start, "end": c.end}
+                    if behaviour.passages == "offsets"
+                    else {"documentId": c.parent_id, "text": c.text}
+                    for c in chunks
+                ]
             return JSONResponse(
                 {
                     "query_id": body.query_id,
-                    "hits": [{"id": i, "score": h.score} for i, h in zip(ids, hits, strict=True)],
+                    "hits": [{**a, "score": h.score} for a, h in zip(answers, hits, strict=True)],
                     "latency_ms": (time.perf_counter() - started) * 1000,
                 }
             )

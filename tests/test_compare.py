@@ -84,11 +84,14 @@ def test_differences_name_each_mismatch():
     assert found[1].startswith("split differs (rageval.split)") and "'dev'" not in found[1] and "dev" in found[1]
 
 
-def test_chunking_matters_only_for_passage_level_measures():
+def test_chunking_matters_only_where_passages_were_matched_by_chunk_id():
     passage = cmp.differences(info("a"), info("b", rageval__chunking__hash="zzz999"))
     assert passage == [
         "chunking differs (rageval.chunking.hash) and passage-level measures count chunks: baseline a has abc123, candidate b has zzz999"
     ]
+    # Graded on judged spans (rageval-metrics/4 on), runs with different chunkings compare at passage level.
+    spans = {"metrics.contract": "rageval-metrics/4"}
+    assert cmp.differences(info("a", params=spans), info("b", params=spans, rageval__chunking__hash="zzz999")) == []
     document = cmp.differences(
         info("a", rageval__level="document"), info("b", rageval__level="document", rageval__chunking__hash="zzz999")
     )

@@ -137,15 +137,24 @@ def test_the_request_carries_query_k_principal_and_filters(service, url, demo):
     }
 
 
-def test_document_ids_in_a_reply_stand_for_their_first_chunk(service, url, demo):
+def test_document_ids_in_a_reply_stand_for_the_whole_document(service, url, demo):
     corpus, queries = demo
     service.reset(parent_ids=True)
     hits = http_stage(url, corpus)(queries[0])
-    first = {}
-    for chunk in corpus.chunks:
-        first.setdefault(chunk.parent_id, chunk.chunk_id)
     parents = list(dict.fromkeys(corpus.by_id(h.chunk_id).parent_id for h in service.stage(queries[0])))
-    assert [h.chunk_id for h in hits] == [first[p] for p in parents] and hits
+    assert hits and [corpus.by_id(h.chunk_id).parent_id for h in hits] == parents
+    for hit in hits:
+        passage = corpus.by_id(hit.chunk_id)
+        assert (passage.start, passage.end) == (0, len(corpus.documents[passage.parent_id].text))
+
+
+@pytest.mark.parametrize("form", ["offsets", "text"])
+def test_passages_in_a_reply_are_located_in_their_documents(service, url, demo, form):
+    corpus, queries = demo
+    service.reset(passages=form)
+    hits = http_stage(url, corpus)(queries[0])
+    # The service's passages are exactly the corpus's chunks here: each resolves to that chunk's ID.
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in service.stage(queries[0])][: len(hits)] and hits
 
 
 # --------------------------------------------------------------------------- failures, not crashes
@@ -222,7 +231,7 @@ def test_a_malformed_reply_fails_with_its_reason_and_is_not_retried(service, url
     output = Pipeline([http_stage(url, corpus, retries=2)]).run(queries[:3])
     ((query_id, stage, error, message),) = output.failures
     assert (query_id, stage, error) == (queries[1].query_id, "http", "ServiceError")
-    assert "malformed reply (body: Invalid JSON" in message and 'expected {"hits": [{"id", "score"}]}' in message
+    assert "malformed reply (body: Invalid JSON" in message and 'expected {"hits": [...]} with each hit {"id"}' in message
     assert service.seen.attempts[queries[1].query_id] == 1
     assert set(output.hits) == {queries[0].query_id, queries[2].query_id}
 
@@ -232,8 +241,8 @@ def test_unknown_ids_in_a_reply_fail_the_query_and_are_never_dropped(service, ur
     service.reset(wrong_ids=True)
     output = Pipeline([http_stage(url, corpus)]).run(queries[:1])
     ((_, _, _, message),) = output.failures
-    assert "hits are neither chunks nor documents of this corpus: 'no-such-chunk-0'" in message
-    assert "more; the service must answer with this corpus version's chunk or document IDs" in message
+    assert "hits of query" in message and "name nothing in this corpus: rank 1: 'no-such-chunk-0'" in message
+    assert "more; answer with this corpus version's chunk or document IDs, or with passages" in message
 
 
 # --------------------------------------------------------------------------- concurrency

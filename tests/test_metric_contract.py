@@ -42,6 +42,8 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "metric-contract.md"
 PINNED = {
     "rageval-metrics/2": "f20f6f767f136c6b0b63e27af1928945e53f90b7ab0b0289393760d8fcee1c30",
     "rageval-metrics/3": "ecedb7ff96e65d8f772ad457442ac6eed862efdff1e03c3f7c15bec7176ba42c",  # + no_relevant choices
+    # + passages graded on judged spans, evidence in the context
+    "rageval-metrics/4": "f0e4477f52a5abcf7d1256ec1f70ff5777ef872f4bb6f19be4b855535483b795",
 }
 
 
@@ -58,7 +60,7 @@ def value(run, qrels, measure, **options):
 
 
 def test_rules_cannot_change_without_a_new_version():
-    assert CONTRACT == "rageval-metrics/3"
+    assert CONTRACT == "rageval-metrics/4"
     assert PINNED[CONTRACT] == CONTRACT_DIGEST
 
 
@@ -120,7 +122,7 @@ def test_comparisons_refuse_different_contracts_unless_told():
     assert caught.value.differences == ["option relevance: 1 != 2"]
     assert require_same_contract(a, b, allow_different=True) == ["option relevance: 1 != 2"]
     older = {**a, "version": "rageval-metrics/1"}
-    assert contract_differences(older, a) == ["contract version 'rageval-metrics/1' != 'rageval-metrics/3'"]
+    assert contract_differences(older, a) == ["contract version 'rageval-metrics/1' != 'rageval-metrics/4'"]
     edited = {**a, "rules": {**RULES, "ties": {"rule": "something else"}}}
     assert "rule texts differ" in contract_differences(a, edited)[0]
 

@@ -47,6 +47,9 @@ EXPECTED = {
     "abstention",
     "rollup_to_parent",
     "top_scores",
+    # passages graded on judged spans
+    "Evidence",
+    "evidence_spans",
     # comparisons, gates, sweeps and reproduction
     "ComparisonError",
     "PolicyError",

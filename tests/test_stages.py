@@ -110,7 +110,7 @@ def test_run_file_stage_reads_trec_and_jsonl_and_names_unknown_ids(tmp_path):
         + json.dumps({"query_id": "q1", "id": "nope", "score": 0})
         + "\n"
     )
-    with pytest.raises(InputError, match=r"run.jsonl:2.*'nope' is neither a chunk nor a document"):
+    with pytest.raises(InputError, match=r"run.jsonl:2: 'nope' is neither a chunk nor a non-empty document"):
         RunFileStage(RunFileConfig(type="runfile", path=str(jsonl)), CORPUS)
 
 

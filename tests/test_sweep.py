@@ -154,23 +154,12 @@ def test_a_sweep_on_release_needs_release(tmp_path, store):
     assert load_sweep(path, release=True).split == "release"
 
 
-def test_a_release_sweep_refused_for_unreviewed_labels_creates_no_run(tmp_path):
-    from rageval.benchmark.loading import load_benchmark
-    from rageval.benchmark.migration import migrate_labels
-    from rageval.benchmark.schema import ChunkingConfig
-
-    demo = Path(shutil.copytree(DEMO, tmp_path / "demo"))
-    migrate_labels(load_benchmark(demo), ChunkingConfig(size=200, overlap=30), ChunkingConfig(size=100, overlap=0))
-    path = sweep_file(
-        tmp_path,
-        split="release",
-        benchmark=str(demo),
-        variants=[{"name": "base", "set": {}}, {"name": "small", "set": {"chunking.size": 100, "chunking.overlap": 0}}],
-    )
+def test_a_sweep_with_an_undeclared_split_creates_no_run(tmp_path):
+    path = sweep_file(tmp_path, split="nosuch", variants=[{"name": "base", "set": {}}])
     tracker = Tracker(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
-    with pytest.raises(BenchmarkError, match="still 'proposed'"):
-        run_sweep(path, release=True, tracker=tracker)
-    assert tracker.runs() == []  # neither the parent nor the members that would pass
+    with pytest.raises(BenchmarkError, match="nosuch"):
+        run_sweep(path, tracker=tracker)
+    assert tracker.runs() == []  # refused before the parent exists
 
 
 def test_progress_prints_plain_lines_off_a_terminal():

@@ -3,7 +3,8 @@ makes before reading a run's scores against another's.
 
 Two runs are comparable when they were measured on the same benchmark content (corpus, cases and
 qrels hashes), the same split and evaluation level, under the same metric contract and evaluation
-options, and, where passage-level measures count chunks, the same chunking.
+options, and, where passage-level measures matched chunk IDs (contracts before passages were graded
+on judged spans), the same chunking.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 
 from rageval.analysis.records import RunInfo
 from rageval.errors import ComparisonError
+from rageval.evaluation.contract import grades_spans
 
 SPLIT_TAG = "rageval.split"
 LEVEL_TAG = "rageval.level"
@@ -53,9 +55,11 @@ def differences(baseline: RunInfo, candidate: RunInfo) -> list[str]:
             out.append(
                 f"{what} differs ({tag}): baseline {b} has {short_value(before)}, candidate {c} has {short_value(after)}"
             )
-    # Document-level measures roll chunks up to their parents, so only passage level sees the chunking.
+    # Document-level measures roll chunks up to their parents, so only passage level sees the chunking,
+    # and only where passages were matched by chunk ID: graded on judged spans, any chunkings compare.
     levels = {baseline.tags.get(LEVEL_TAG), candidate.tags.get(LEVEL_TAG)}
-    if "passage" in levels and baseline.tags.get(CHUNKING_TAG) != candidate.tags.get(CHUNKING_TAG):
+    by_spans = all(grades_spans(r.params.get(CONTRACT_PARAM)) for r in (baseline, candidate))
+    if "passage" in levels and not by_spans and baseline.tags.get(CHUNKING_TAG) != candidate.tags.get(CHUNKING_TAG):
         out.append(
             f"chunking differs ({CHUNKING_TAG}) and passage-level measures count chunks: baseline {b} has "
             f"{short_value(baseline.tags.get(CHUNKING_TAG))}, candidate {c} has {short_value(candidate.tags.get(CHUNKING_TAG))}"

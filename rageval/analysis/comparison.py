@@ -9,10 +9,11 @@ Everything here computes from values and returns values; nothing is recorded (th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rageval.analysis.diffs import Judgments, diff_table, ordered, recall_curve
@@ -51,7 +52,8 @@ class Comparison:
     differences: list[str]
     warnings: list[str]
     settings: dict[str, Any]
-    costs: pd.DataFrame = field(default_factory=pd.DataFrame)  # run, p95_ms, context_tokens (compared runs)
+    # run, p95_ms, context_tokens and the evidence in the context (compared runs)
+    costs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def overall(self) -> pd.DataFrame:
@@ -80,6 +82,19 @@ class Comparison:
             out[f"delta/{key}"] = row.delta
             out[f"p_holm/{key}"] = row.p_holm
         return {k: float(v) for k, v in out.items() if pd.notna(v)}
+
+
+EVIDENCE_COLUMNS = ("evidence_recall", "evidence_precision", "evidence_iou")
+
+
+def evidence_means(queries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per run: the mean evidence recall, precision and IoU in the context over the queries that have
+    one (passage-level runs record them per query; other runs get no value)."""
+    rows = [
+        {"run": run, **{c: frame[c].mean() if c in frame.columns else np.nan for c in EVIDENCE_COLUMNS}}
+        for run, frame in queries.items()
+    ]
+    return pd.DataFrame(rows, columns=["run", *EVIDENCE_COLUMNS])
 
 
 def labels_for(runs: Sequence[RunInfo]) -> dict[str, str]:
@@ -174,7 +189,9 @@ def compare(
         stages=stage_table({labels[r.info.run_id]: r.stages for r in runs}, baseline),
         latency=latency[["run", "query_id", "stage", "seconds"]],
         frontier=frontier_table(sweep, labels, chosen[0]),
-        costs=frontier_table(runs, labels, chosen[0])[["run", "p95_ms", "context_tokens"]],
+        costs=frontier_table(runs, labels, chosen[0])[["run", "p95_ms", "context_tokens"]].merge(
+            evidence_means({labels[r.info.run_id]: r.queries for r in runs}), on="run", how="left"
+        ),
         differences=list(inputs.differences),
         warnings=list(inputs.warnings),
         settings={

@@ -9,7 +9,7 @@ and formulas neutralised where they are written as CSV (:func:`rageval.safety.cs
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ import pandas as pd
 from rageval.benchmark.chunking import parent_of
 from rageval.config.schema import RunConfig
 from rageval.evaluation import evaluate, order_ranking
+from rageval.evaluation.spans import Evidence, graded_ranking
 from rageval.experiment.run import level_run
 from rageval.safety import strip_control
 
@@ -41,9 +42,10 @@ class Judgments:
     """What a diff needs from the benchmark: judgments at the runs' level, query and chunk texts."""
 
     level: str
-    qrels: dict[str, dict[str, int]]  # query → evaluated item (document or chunk ID) → grade
+    # query → evaluated item (document ID) → grade; at passage level the judged spans
+    qrels: dict[str, dict[str, int]] | Evidence
     queries: dict[str, str]
-    texts: dict[str, str]  # chunk ID → text, for every chunking the runs used
+    texts: dict[str, str]  # chunk (or passage) ID → text, for every run compared
 
 
 def ordered(rankings: pd.DataFrame, config: RunConfig, level: str) -> pd.DataFrame:
@@ -53,7 +55,7 @@ def ordered(rankings: pd.DataFrame, config: RunConfig, level: str) -> pd.DataFra
 
 def recall_curve(
     ranking: pd.DataFrame,
-    qrels: Mapping[str, Mapping[str, int]],
+    qrels: Mapping[str, Mapping[str, int]] | Evidence,
     queries: Sequence[str],
     ks: Sequence[int],
     relevance: int = 1,
@@ -63,11 +65,17 @@ def recall_curve(
     its decided order (see :func:`ordered`)."""
     ks = sorted({int(k) for k in ks})
     index = pd.Index(ks, name="k")
-    judged = {q: qrels[q] for q in queries if q in qrels}
-    if not judged:
+    judged: Mapping[str, Mapping[str, int]] | Evidence
+    if isinstance(qrels, Evidence):
+        judged = qrels.subset(queries)
+        names = set(judged.query.tolist())
+    else:
+        judged = {q: qrels[q] for q in queries if q in qrels}
+        names = set(judged)
+    if not names:
         return pd.Series(np.nan, index=index, name="recall")
     evaluation = evaluate(
-        ranking[ranking["query_id"].isin(judged.keys())],
+        ranking[ranking["query_id"].isin(names)],
         judged,
         [f"R@{k}" for k in ks],
         ties="input-order",
@@ -97,13 +105,6 @@ def explain_query(
         rows = frame[frame["query_id"] == query_id]
         return dict(zip(rows[column].astype(str), rows["rank"].astype(int), strict=True))
 
-    grades = judgments.qrels.get(query_id, {})
-    level_before, level_after = ranks(before[0], "doc_id"), ranks(after[0], "doc_id")
-    relevant = [
-        {"item": item, "grade": grade, "before": level_before.get(item), "after": level_after.get(item)}
-        for item, grade in sorted(grades.items(), key=lambda kv: (-kv[1], kv[0]))
-        if grade > 0
-    ]
     chunk_before, chunk_after = ranks(before[1], "chunk_id"), ranks(after[1], "chunk_id")
     shown = {c for c, r in chunk_before.items() if r <= depth} | {c for c, r in chunk_after.items() if r <= depth}
 
@@ -113,14 +114,20 @@ def explain_query(
         gap = abs((a or depth * 10) - (b or depth * 10))
         return (-gap, chunk)
 
-    def grade_of(chunk: str) -> int:
-        # Passage-level qrels grade chunks (their parent's grade where a chunk has none); document-level
-        # qrels grade the chunk's parent.
-        return int(
-            grades.get(chunk, grades.get(parent_of(chunk), 0))
-            if judgments.level == "passage"
-            else grades.get(parent_of(chunk), 0)
-        )
+    if isinstance(judgments.qrels, Evidence):
+        relevant, grade_of = _span_changes(query_id, judgments.qrels, before[0], after[0])
+    else:
+        grades = judgments.qrels.get(query_id, {})
+        level_before, level_after = ranks(before[0], "doc_id"), ranks(after[0], "doc_id")
+        relevant = [
+            {"item": item, "grade": grade, "before": level_before.get(item), "after": level_after.get(item)}
+            for item, grade in sorted(grades.items(), key=lambda kv: (-kv[1], kv[0]))
+            if grade > 0
+        ]
+
+        def grade_of(chunk: str) -> int | None:
+            # Document-level qrels grade the chunk's parent.
+            return int(grades.get(parent_of(chunk), 0))
 
     movers = [c for c in sorted(shown, key=change) if chunk_before.get(c) != chunk_after.get(c)][:moved]
     return {
@@ -140,8 +147,47 @@ def explain_query(
     }
 
 
+def _span_changes(
+    query_id: str, evidence: Evidence, before: pd.DataFrame, after: pd.DataFrame
+) -> tuple[list[dict[str, Any]], Callable[[str], int | None]]:
+    """Graded on spans: each relevant judged span's rank before → after (the rank of the passage
+    credited with it), and each passage's grade in the ranking it is in (None: unjudged)."""
+    one = evidence.subset([query_id])
+    graded = {}
+    for name, ranking in (("before", before), ("after", after)):
+        rows, spans = graded_ranking(ranking[ranking["query_id"] == query_id], one, ties="input-order")
+        graded[name] = (rows, spans)
+    spans_before, spans_after = graded["before"][1], graded["after"][1]
+    relevant = [
+        {
+            "item": span,
+            "grade": int(grade),
+            "before": None if pd.isna(rank) else int(rank),
+            "after": None if pd.isna(spans_after.at[index, "rank"]) else int(spans_after.at[index, "rank"]),
+        }
+        for index, (span, grade, rank) in enumerate(
+            zip(spans_before["span"], spans_before["grade"], spans_before["rank"], strict=True)
+        )
+        if grade > 0
+    ]
+    relevant.sort(key=lambda r: (-r["grade"], r["item"]))
+    grades: dict[str, float] = {}
+    for rows, _ in (graded["before"], graded["after"]):
+        grades.update(zip(rows["doc_id"], rows["grade"], strict=True))
+
+    def grade_of(passage: str) -> int | None:
+        value = grades.get(passage)
+        return None if value is None or pd.isna(value) else int(value)
+
+    return relevant, grade_of
+
+
 def _rank_text(value: int | None) -> str:
     return "–" if value is None else str(value)
+
+
+def _grade_text(value: int | None) -> str:
+    return "unjudged" if value is None else f"grade {value}"
 
 
 def diff_table(
@@ -180,7 +226,7 @@ def diff_table(
                         ),
                         "moved_chunks": strip_control(
                             "\n".join(
-                                f"{m['chunk_id']} (grade {m['grade']}): {_rank_text(m['before'])} → {_rank_text(m['after'])} “{m['snippet']}”"
+                                f"{m['chunk_id']} ({_grade_text(m['grade'])}): {_rank_text(m['before'])} → {_rank_text(m['after'])} “{m['snippet']}”"
                                 for m in why["moved"]
                             )
                         ),

@@ -20,7 +20,8 @@ def results_table(
     comparison: Comparison, *, digits: int = 4, alpha: float = 0.05, form: Format = "text"
 ) -> pd.DataFrame:
     """One row per run (the baseline first), one column per measure (its mean over every evaluated
-    query), then p95 latency (ms) and mean context tokens. A candidate's mean is marked when its
+    query), then p95 latency (ms), mean context tokens and, at passage level, the evidence recall and
+    precision in the context (docs/metric-contract.md, ``evidence``). A candidate's mean is marked when its
     paired randomization test, Holm-corrected over measures × slices (one family per level), gives p below ``alpha``."""
     better, worse = _MARKS[form]
     overall = comparison.overall.set_index(["run", "measure"])
@@ -36,7 +37,14 @@ def results_table(
             if run != comparison.baseline and pd.notna(cell["p_holm"]) and cell["p_holm"] < alpha:
                 text += better if cell["delta"] > 0 else worse
             row[measure] = text
-        for column, name, fmt in (("p95_ms", "p95 ms", "{:.1f}"), ("context_tokens", "context tokens", "{:.0f}")):
+        for column, name, fmt in (
+            ("p95_ms", "p95 ms", "{:.1f}"),
+            ("context_tokens", "context tokens", "{:.0f}"),
+            ("evidence_recall", "evidence recall", f"{{:.{digits}f}}"),
+            ("evidence_precision", "evidence precision", f"{{:.{digits}f}}"),
+        ):
+            if column.startswith("evidence") and (column not in costs or costs[column].isna().all()):
+                continue  # document-level runs: no evidence columns
             value = costs[column].get(run) if column in costs else None
             row[name] = "–" if value is None or pd.isna(value) else fmt.format(value)
         rows.append(row)

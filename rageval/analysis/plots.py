@@ -183,7 +183,7 @@ def figure_recall_at_k(result: ExperimentResult) -> Figure | None:
     from matplotlib.figure import Figure
     from matplotlib.ticker import FormatStrFormatter
 
-    judged = [q for q in result.evaluation.per_query.index if result.qrels.get(q)]
+    judged = list(result.evaluation.per_query.index)  # a run's evaluated queries each have relevant evidence
     if not judged or result.rankings.empty:
         return None
     ranking = ordered(result.rankings, result.config, result.level)

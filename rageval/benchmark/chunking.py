@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rageval.benchmark.schema import Case, ChunkingConfig, Document
+from rageval.benchmark.spans import covers
 from rageval.benchmark.tokenizers import get_tokenizer
 
 ALGORITHM = "rageval-chunking/1"
@@ -254,6 +255,28 @@ def _windows(
     return windows
 
 
+def passage_id(parent_id: str, start: int, end: int) -> str:
+    """The ID of a passage given by offsets (not one of rageval's chunks): never a chunk ID, since
+    a chunk's suffix is a hexadecimal hash."""
+    return f"{parent_id}#span:{start}-{end}"
+
+
+def passage_chunk(document: Document, start: int, end: int, tokenizer: str) -> Chunk:
+    """Another system's passage ``[start, end)`` of ``document``, as a chunk every step reads alike."""
+    return Chunk(
+        chunk_id=passage_id(document.id, start, end),
+        parent_id=document.id,
+        position=-1,
+        start=start,
+        end=end,
+        text=document.text[start:end],
+        headings=(),
+        prefix="",
+        counted=None,
+        tokenizer=tokenizer,
+    )
+
+
 def chunk_corpus(documents: Iterable[Document], config: ChunkingConfig) -> list[Chunk]:
     """Chunk every document; chunks come out in document order, then position order."""
     digest = config_hash(config)
@@ -264,10 +287,14 @@ def chunk_corpus(documents: Iterable[Document], config: ChunkingConfig) -> list[
 
 
 def chunk_qrels(cases: Iterable[Case], chunks: Iterable[Chunk]) -> dict[str, dict[str, int]]:
-    """Chunk-level qrels from span judgments, by character overlap.
+    """Chunk-level qrels from span judgments: which chunks the judgments grade, and how.
 
-    A chunk takes the highest grade among the judged spans of its parent that it overlaps by at
-    least one character; a judgment without a span covers its whole document.
+    A chunk takes the highest grade among the judged spans of its parent that it covers (the metric
+    contract's rule: an overlap of at least half the shorter of the two, :func:`covers`; a chunk
+    that is exactly a judged span, by those spans alone); a judgment without a span spans its whole
+    document. A passage-level evaluation grades passages on the spans
+    themselves and credits each span once (:mod:`rageval.evaluation.spans`): these qrels say which
+    chunks are judged (pools, exports), not the gain a ranking earns.
     """
     by_parent: dict[str, list[Chunk]] = {}
     for chunk in chunks:
@@ -275,10 +302,15 @@ def chunk_qrels(cases: Iterable[Case], chunks: Iterable[Chunk]) -> dict[str, dic
     out: dict[str, dict[str, int]] = {}
     for case in cases:
         grades: dict[str, int] = {}
+        exact: set[str] = set()  # chunks that are exactly a judged span: graded by those spans alone
         for judgment in case.relevant:
             for chunk in by_parent.get(judgment.documentId, []):
                 span = judgment.span
-                if span is not None and not (chunk.start < span[1] and span[0] < chunk.end):
+                if span is not None and (chunk.start, chunk.end) == span:
+                    if chunk.chunk_id not in exact:
+                        exact.add(chunk.chunk_id)
+                        grades.pop(chunk.chunk_id, None)
+                elif chunk.chunk_id in exact or (span is not None and not covers(chunk.start, chunk.end, *span)):
                     continue
                 grades[chunk.chunk_id] = max(judgment.grade, grades.get(chunk.chunk_id, judgment.grade))
         out[case.queryId] = grades

@@ -1,5 +1,6 @@
-"""Find a piece of text in a document: the one locator behind passages given by their text and
-judgments written from a quote.
+"""Spans of documents: whether a passage covers a judged span (the one rule of the metric
+contract's ``passages`` rule), and finding a piece of text in a document (the one locator behind
+passages given by their text and judgments written from a quote).
 
 :func:`locate` tries the text exactly first; where it is not there verbatim, it tries again with
 both sides normalised (Unicode NFKD, every run of whitespace one space, invisible format characters
@@ -12,7 +13,19 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
+
+import numpy as np
+
+Offsets = TypeVar("Offsets", int, np.ndarray)
+
+
+def covers(p_start: Offsets, p_end: Offsets, s_start: Offsets, s_end: Offsets) -> Offsets:
+    """Whether a passage ``[p_start, p_end)`` covers a judged span ``[s_start, s_end)`` of the same
+    document: they overlap by at least half of the shorter of the two (element-wise on arrays)."""
+    overlap = np.minimum(p_end, s_end) - np.maximum(p_start, s_start)
+    shorter = np.minimum(p_end - p_start, s_end - s_start)
+    return (overlap > 0) & (2 * overlap >= shorter)
 
 Match = Literal["exact", "normalised"]
 

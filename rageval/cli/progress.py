@@ -121,6 +121,9 @@ class RunView(Reporter):
                 self._progress.stop()
 
     def emit(self, event: Event) -> None:
+        if event.get("kind") == "warning":
+            self.note(f"warning: {_text(event.get('message', ''))}")
+            return
         with self.lock:
             self._ended(self.steps.apply(event))
             steps = self.steps
@@ -131,6 +134,15 @@ class RunView(Reporter):
             elif _due(steps, event):
                 steps.printed = time.time()
                 self.stream.write(f"{steps.name}: {steps.count()}\n")
+                self.stream.flush()
+
+    def note(self, text: str) -> None:
+        """One line above the live step (or among the plain lines)."""
+        with self.lock:
+            if self._progress is not None:
+                self._progress.console.print(text, markup=False, highlight=False)
+            else:
+                self.stream.write(text + "\n")
                 self.stream.flush()
 
     def _show(self, steps: _Steps) -> None:
@@ -214,6 +226,9 @@ class SweepView(Reporter):
 
     def emit(self, event: Event) -> None:
         name = _text(event.get("member", ""))
+        if event.get("kind") == "warning":
+            self.note(f"[{name}] warning: {_text(event.get('message', ''))}")
+            return
         with self.lock:
             member = self.members.setdefault(name, _Member())
             if event.get("kind") == "sweep":

@@ -43,6 +43,8 @@ _EXPORTS = {
     "PARENT_PREFIX": "rageval.evaluation.rollup",
     "measure_level": "rageval.evaluation.rollup",
     "rollup_to_parent": "rageval.evaluation.rollup",
+    "Evidence": "rageval.evaluation.spans",
+    "evidence_spans": "rageval.evaluation.spans",
     "Abstention": "rageval.evaluation.unanswerable",
     "abstention": "rageval.evaluation.unanswerable",
     "top_scores": "rageval.evaluation.unanswerable",
@@ -56,6 +58,7 @@ __all__ = [
     "DUPLICATE_POLICIES",
     "DuplicatePolicy",
     "Evaluation",
+    "Evidence",
     "GAINS",
     "Gain",
     "MISSING_POLICIES",
@@ -74,6 +77,7 @@ __all__ = [
     "contract_differences",
     "contract_record",
     "evaluate",
+    "evidence_spans",
     "measure_from_key",
     "measure_level",
     "metric_key",
@@ -117,5 +121,6 @@ if TYPE_CHECKING:
     from rageval.evaluation.metrics import Evaluation, Provider, evaluate
     from rageval.evaluation.native import NATIVE
     from rageval.evaluation.ordering import order_ranking
+    from rageval.evaluation.spans import Evidence, evidence_spans
     from rageval.evaluation.rollup import PARENT_LEVEL, PARENT_PREFIX, measure_level, rollup_to_parent
     from rageval.evaluation.unanswerable import Abstention, abstention, top_scores

@@ -19,7 +19,10 @@ from typing import Any, Literal, get_args
 
 from rageval.errors import ComparisonError, EvaluationError
 
-CONTRACT = "rageval-metrics/3"
+CONTRACT = "rageval-metrics/4"
+# From this version on, passage-level measures grade passages on judged spans, so runs with different
+# chunkings (or a system's own passages) are comparable at passage level.
+SPANS_SINCE = 4
 
 # Each choice list is written once, as the Literal that pydantic models and signatures use; the tuple
 # (messages, CLI choices) and the rule's choices in RULES (the docs, the digest) are read from it.
@@ -146,9 +149,31 @@ RULES: dict[str, dict[str, Any]] = {
         "answerable queries, the wrongful-abstention rate on those.",
     },
     "levels": {
-        "rule": "The same run is measured on chunk IDs against chunk qrels, and rolled up to parent documents "
-        "against document qrels: each parent once, at the rank and score of its best-ranked chunk, ranks "
-        "renumbered. Both are labelled.",
+        "rule": "A passage-level run is graded on judged spans (the passages rule), and rolled up to parent "
+        "documents against document qrels: each parent once, at the rank and score of its best-ranked passage, "
+        "ranks renumbered. Both are labelled.",
+    },
+    "passages": {
+        "rule": "At passage level a retrieved passage (a chunk, another system's passage given by offsets or text, "
+        "or a whole document) is a character span of a document, graded against the judged spans, not by ID. A "
+        "judgment without a span spans its whole document. A passage covers a judged span of its document when "
+        "they overlap by at least half the shorter of the two; a passage that is exactly a judged span covers only "
+        "the spans it equals (its assessor's grade stands). Each judged span is credited once, to the first "
+        "passage in the decided order that covers it. A passage's grade is the highest grade credited to it; a "
+        "passage covering only spans credited earlier is judged with grade 0; a passage covering no judged span "
+        "is unjudged. The judged items are the spans: R@k counts spans credited within k, AP averages over "
+        "relevant spans the precision at the rank of the passage credited with each, Rprec counts spans credited "
+        "within R, and nDCG's ideal ranks each span's grade once. With whole-document passages and judgments "
+        "this is matching by ID.",
+    },
+    "evidence": {
+        "rule": "Per evaluated query, over the context handed to generation (the final ranking's first final_k "
+        "passages after deduplication and the token budget), counted in the tokens the context budget is stated "
+        "in, each token once however many passages or spans hold it (a token belongs to a span when its first "
+        "character does): evidence is the judged spans graded at or above the relevance threshold; "
+        "evidence_recall = evidence tokens in the context / evidence tokens; evidence_precision = evidence tokens "
+        "in the context / context tokens (0 for an empty context); evidence_iou = evidence tokens in the context / "
+        "tokens in the evidence or the context.",
     },
     "diagnostics": {
         "rule": "Per evaluated query, at a depth (default 10): Judged@depth, unjudged items in the first depth, "
@@ -159,6 +184,12 @@ RULES: dict[str, dict[str, Any]] = {
 }
 
 DEFAULT_DEPTH: int = RULES["diagnostics"]["default_depth"]
+
+
+def grades_spans(version: str | None) -> bool:
+    """Whether a run recorded under contract ``version`` graded its passages on judged spans."""
+    prefix, _, number = (version or "").rpartition("/")
+    return prefix == "rageval-metrics" and number.isdigit() and int(number) >= SPANS_SINCE
 
 
 def check_choice(what: str, value: object, choices: tuple[str, ...]) -> None:

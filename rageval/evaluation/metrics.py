@@ -45,9 +45,10 @@ from rageval.evaluation.contract import (
     contract_record,
 )
 from rageval.evaluation.measures import Measure, parse_measure
-from rageval.evaluation.native import NATIVE, Context, divide, native_values, supports
+from rageval.evaluation.native import NATIVE, NATIVE_MEASURES, Context, divide, native_values, supports
 from rageval.evaluation.ordering import Ranked, rank_run
-from rageval.evaluation.qrels import locate_judgments
+from rageval.evaluation.qrels import graded_by_id, locate_judgments
+from rageval.evaluation.spans import Evidence, grade_passages
 
 __all__ = ["PROVIDERS", "Evaluation", "Provider", "evaluate"]
 
@@ -108,7 +109,7 @@ class Evaluation:
 
 def evaluate(
     run: pd.DataFrame,
-    qrels: Mapping[str, Mapping[str, int]],
+    qrels: Mapping[str, Mapping[str, int]] | Evidence,
     measures: Sequence[str | Measure],
     *,
     ties: TiePolicy = "docid-asc",
@@ -122,6 +123,11 @@ def evaluate(
 ) -> Evaluation:
     """Evaluate a run (``query_id, doc_id, score`` and optionally ``rank``) against graded qrels.
 
+    ``qrels`` is either query → document ID → grade (items matched by ID, as trec_eval does), or
+    :class:`~rageval.evaluation.spans.Evidence`, judged character spans: then each row also names its
+    passage (``document_id, start, end``) and is graded by the spans it covers, whatever its ID
+    (the contract's ``passages`` rule; :mod:`rageval.evaluation.spans`).
+
     ``no_relevant="skip"`` (the contract's default) gives a judged query with nothing relevant no
     value; ``"score"`` scores it and averages it in, as trec_eval does. ``provider="auto"``
     computes the measures it can natively and the rest with ir-measures; ``"ir_measures"`` sends
@@ -131,18 +137,24 @@ def evaluate(
     parsed = tuple(m if isinstance(m, Measure) else parse_measure(m) for m in measures)
     _check_options(missing, no_relevant, relevance, gain, depth, provider)
     ranked = rank_run(run, ties, duplicates)
-    judgments = locate_judgments(qrels, ranked)
+    if isinstance(qrels, Evidence):
+        judgments = None
+        graded = grade_passages(ranked, qrels, run)
+    else:
+        judgments = locate_judgments(qrels, ranked)
+        graded = graded_by_id(judgments)
 
     # The queries that get values: answerable ones, or (trec_eval's rule) every query with a judgment.
-    judged = judgments.query if no_relevant == "score" else judgments.query[judgments.grade >= relevance]
+    items = graded.item_query
+    judged = items if no_relevant == "score" else items[graded.item_grade >= relevance]
     scored = set(judged.tolist())
     in_run = set(ranked.queries.tolist())
-    skipped = sorted((set(judgments.queries) | in_run) - scored)
+    skipped = sorted((set(graded.queries) | in_run) - scored)
     absent = sorted(scored - in_run)
     codes = np.flatnonzero(pd.Index(ranked.queries, dtype=object).isin(scored))
     evaluated = ranked.queries[codes]
 
-    ctx = Context(ranked, judgments, relevance, gain)
+    ctx = Context(ranked, graded, relevance, gain)
     providers: dict[str, str] = {}
     columns: dict[str, np.ndarray] = {}
     deferred = []
@@ -152,7 +164,13 @@ def evaluate(
             providers[m.text] = NATIVE
         else:
             deferred.append(m)
-    if deferred:
+    if deferred and judgments is None:
+        raise EvaluationError(
+            f"{', '.join(m.text for m in deferred)}: graded on spans, rageval computes "
+            f"{', '.join(NATIVE_MEASURES)} (with their usual parameters); other measures need matching IDs "
+            "(evaluate at document level, or give the run chunk IDs of one chunking)"
+        )
+    if deferred and judgments is not None:
         values, names = ir_measures_values(deferred, ranked, judgments, codes, relevance, gain)
         columns.update(values)
         providers.update(names)

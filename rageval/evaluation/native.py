@@ -17,7 +17,7 @@ import numpy as np
 
 from rageval.evaluation.measures import param, param_default
 from rageval.evaluation.ordering import Ranked, ranks
-from rageval.evaluation.qrels import Judgments
+from rageval.evaluation.qrels import Graded
 
 NATIVE = "rageval"  # the provider name an Evaluation records for measures computed here
 
@@ -36,23 +36,40 @@ def divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 
 
 class Context:
-    """Everything the native measures read, per query code of the ranked run; caches what repeats."""
+    """Everything the native measures read, per query code of the ranked run; caches what repeats.
 
-    def __init__(self, ranked: Ranked, judgments: Judgments, relevance: int, gain: str) -> None:
+    Rows are the judged retrieved rows (their rank and grade); items are the judged items (their
+    grade, and the rank of the row credited with each): a judgment matched by ID, or a judged span
+    (:mod:`rageval.evaluation.spans`). Counting relevant rows or relevant credited items is the same
+    when each row holds one item, as under ID matching.
+    """
+
+    def __init__(self, ranked: Ranked, graded: Graded, relevance: int, gain: str) -> None:
         self.size = len(ranked.queries)
         self.lengths = ranked.lengths.astype(np.float64)
         self.relevance = relevance
         self.gain = gain
-        retrieved = np.flatnonzero(judgments.row >= 0)
-        by_position = retrieved[np.argsort(judgments.row[retrieved], kind="stable")]
-        self.query = judgments.code[by_position]  # judged retrieved rows, in ranked order
-        self.rank = ranked.rank[judgments.row[by_position]]
-        self.grade = judgments.grade[by_position]
-        in_run = judgments.code >= 0
-        self.judged_query = judgments.code[in_run]
-        self.judged_grade = judgments.grade[in_run]
+        self.row = graded.row  # judged retrieved rows' kept-row positions, in ranked order
+        self.query = ranked.query[graded.row]
+        self.rank = ranked.rank[graded.row]
+        self.grade = graded.row_grade
+        in_run = graded.item_code >= 0
+        self.judged_query = graded.item_code[in_run]
+        self.judged_grade = graded.item_grade[in_run]
+        credited = graded.item_row >= 0
+        self.item_row = graded.item_row[credited]
+        self.item_query = ranked.query[self.item_row]
+        self.item_rank = ranked.rank[self.item_row]
+        self.item_grade = graded.item_grade[credited]
         self._relevant: dict[int, np.ndarray] = {}
         self._ideal: dict[int | None, np.ndarray] = {}
+
+    def credited(self, threshold: int, cutoff: int | None) -> np.ndarray:
+        """Relevant items (at ``threshold``) credited to a row within the first ``cutoff``, per query."""
+        mask = self.item_grade >= threshold
+        if cutoff is not None:
+            mask &= self.item_rank <= cutoff
+        return np.bincount(self.item_query[mask], minlength=self.size).astype(np.float64)
 
     def count(self, mask: np.ndarray) -> np.ndarray:
         """Judged retrieved rows per query where ``mask`` holds."""
@@ -105,7 +122,7 @@ def _precision(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:
 
 
 def _recall(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:
-    return divide(ctx.count((ctx.grade >= threshold) & ctx.within(cutoff)), ctx.relevant(threshold))
+    return divide(ctx.credited(threshold, cutoff), ctx.relevant(threshold))
 
 
 def _success(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:
@@ -114,7 +131,8 @@ def _success(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:
 
 def _r_precision(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:
     total = ctx.relevant(threshold)
-    return divide(ctx.count((ctx.grade >= threshold) & (ctx.rank <= total[ctx.query])), total)
+    mask = (ctx.item_grade >= threshold) & (ctx.item_rank <= total[ctx.item_query])
+    return divide(np.bincount(ctx.item_query[mask], minlength=ctx.size).astype(np.float64), total)
 
 
 def _reciprocal_rank(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:
@@ -127,10 +145,13 @@ def _reciprocal_rank(ctx: Context, cutoff: int | None, threshold: int) -> np.nda
 
 
 def _average_precision(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:
+    # The mean, over relevant items, of the precision at the rank of the row credited with each.
     chosen = np.flatnonzero((ctx.grade >= threshold) & ctx.within(cutoff))
-    query, rank = ctx.query[chosen], ctx.rank[chosen].astype(np.float64)
-    found = ranks(query).astype(np.float64)  # relevant items up to and including this one
-    return divide(np.bincount(query, weights=found / rank, minlength=ctx.size), ctx.relevant(threshold))
+    precision = ranks(ctx.query[chosen]) / ctx.rank[chosen].astype(np.float64)  # relevant rows so far / rank
+    items = (ctx.item_grade >= threshold) & (ctx.item_rank <= (cutoff if cutoff is not None else np.inf))
+    at = np.searchsorted(ctx.row[chosen], ctx.item_row[items])
+    weights = precision[at]
+    return divide(np.bincount(ctx.item_query[items], weights=weights, minlength=ctx.size), ctx.relevant(threshold))
 
 
 def _ndcg(ctx: Context, cutoff: int | None, threshold: int) -> np.ndarray:

@@ -212,13 +212,14 @@ def _duplicates(
 
 
 def order_ranking(run: pd.DataFrame, ties: TiePolicy, duplicates: DuplicatePolicy = "keep-first") -> pd.DataFrame:
-    """A run ``query_id, doc_id, score[, rank]`` in the decided order with a 1-based ``rank``.
+    """A run ``query_id, doc_id, score[, rank]`` in the decided order with a 1-based ``rank``; any
+    other column (a passage's ``document_id, start, end``) comes along.
 
     Rows are grouped by query in order of first appearance. Pure: returns a new frame.
     """
     ranked = rank_run(run, ties, duplicates)
     taken = pa.array(ranked.row, type=pa.int64())
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "query_id": pd.Series(arrow_strings(run["query_id"], "query ID").take(taken), dtype="str"),
             "doc_id": pd.Series(ranked.docs.take(taken), dtype="str"),
@@ -226,3 +227,6 @@ def order_ranking(run: pd.DataFrame, ties: TiePolicy, duplicates: DuplicatePolic
             "rank": ranked.rank,
         }
     )
+    for column in run.columns.difference(frame.columns, sort=False):
+        frame[column] = run[column].to_numpy()[ranked.row]
+    return frame

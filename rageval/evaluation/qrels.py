@@ -25,6 +25,39 @@ class Judgments:
     row: np.ndarray  # per judgment: kept-row position in the ranked run, -1 where not retrieved
 
 
+@dataclass(frozen=True)
+class Graded:
+    """What the measures read: the judged items of each query and the retrieved rows that earn grades.
+
+    Matched by ID, an item is one judgment and the row holding its document earns its grade. Graded
+    on spans (:mod:`rageval.evaluation.spans`), an item is a judged span, credited to the first row
+    covering it, and a row may be credited several items (its grade is their highest).
+    """
+
+    queries: tuple[str, ...]  # every query judged, empty ones included
+    item_query: np.ndarray  # per item: query ID (str objects)
+    item_grade: np.ndarray  # per item: int64
+    item_code: np.ndarray  # per item: the run's query code, -1 where the run lacks that query
+    item_row: np.ndarray  # per item: kept-row position of the row credited with it, -1 where none
+    row: np.ndarray  # the judged kept rows (ascending positions: the decided order)
+    row_grade: np.ndarray  # their grades
+
+
+def graded_by_id(judgments: Judgments) -> Graded:
+    """ID matching as :class:`Graded`: each retrieved judgment's row earns its grade."""
+    retrieved = np.flatnonzero(judgments.row >= 0)
+    by_position = retrieved[np.argsort(judgments.row[retrieved], kind="stable")]
+    return Graded(
+        queries=judgments.queries,
+        item_query=judgments.query,
+        item_grade=judgments.grade,
+        item_code=judgments.code,
+        item_row=judgments.row,
+        row=judgments.row[by_position],
+        row_grade=judgments.grade[by_position],
+    )
+
+
 def locate_judgments(qrels: Mapping[str, Mapping[str, int]], ranked: Ranked) -> Judgments:
     """``qrels`` (query → document → grade) as :class:`Judgments` located in ``ranked``."""
     names = [str(q) for q in qrels]

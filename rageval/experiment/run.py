@@ -7,7 +7,7 @@ nothing. Recording is :mod:`rageval.tracking`'s job.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,8 +15,7 @@ import pandas as pd
 
 from rageval.benchmark.chunking import Chunk, chunk_corpus, config_hash
 from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.benchmark.migration import chunk_qrels_for
-from rageval.benchmark.schema import Case
+from rageval.benchmark.schema import Case, Document
 from rageval.benchmark.tokenizers import get_tokenizer
 from rageval.config.schema import RunConfig
 from rageval.errors import EvaluationError
@@ -29,6 +28,8 @@ from rageval.evaluation import (
     rollup_to_parent,
     top_scores,
 )
+from rageval.evaluation.spans import Evidence, evidence_spans
+from rageval.experiment.evidence import EVIDENCE_MEASURES, context_evidence, whole_document_warnings
 from rageval.experiment.stages import (
     CONTEXT_STAGE,
     RANKING_COLUMNS,
@@ -73,9 +74,14 @@ class ExperimentResult:
     external_calls: dict[str, int] = field(default_factory=dict)
     call_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # stage → attempts, retries, failures
     abstention: Abstention | None = None  # the unanswerable contract, when evaluation.abstain_below is set
-    qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # the judgments measured against, at ``level``
+    # The judgments measured against: document qrels, or at passage level the judged spans
+    qrels: dict[str, dict[str, int]] | Evidence = field(default_factory=dict)
     # A passage-level run rolled up to its parents, against the document qrels (contract rule "levels")
     parent: Evaluation | None = None
+    # Per evaluated query at passage level: evidence_recall, evidence_precision, evidence_iou and the
+    # token counts behind them, in the context handed to generation (contract rule "evidence")
+    context_evidence: pd.DataFrame | None = None
+    warnings: tuple[str, ...] = ()  # what a person must know to read the numbers (also on the terminal)
 
     @property
     def levels(self) -> dict[str, Evaluation]:
@@ -102,6 +108,13 @@ class ExperimentResult:
         """``query_id, measure, value, level``: the per-query values of every level."""
         frames = [evaluation.long().assign(level=level) for level, evaluation in self.levels.items()]
         return pd.concat(frames, ignore_index=True)
+
+    def evidence_means(self) -> pd.Series:
+        """Evidence recall, precision and IoU in the context, each a mean over the queries that have
+        a value (empty at document level)."""
+        if self.context_evidence is None:
+            return pd.Series(dtype=float)
+        return self.context_evidence[list(EVIDENCE_MEASURES)].mean()
 
     @property
     def summary(self) -> pd.DataFrame:
@@ -187,7 +200,6 @@ def _run(
     started = time.perf_counter()
     reporter.step("chunking")
     chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
-    by_id = {chunk.chunk_id: chunk for chunk in chunks}
     timings["chunking"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -211,15 +223,20 @@ def _run(
 
     started = time.perf_counter()
     reporter.step("evaluation")
+    by_id = corpus.by_id
     rankings = rankings_frame(output.hits, pipeline.names[-1], by_id)
     level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
-    qrels = (
-        benchmark.qrels(config.split)
-        if level == "document"
-        else chunk_qrels_for(benchmark, chunks, config.chunking, config.split)
+    # Passages are graded on the judged spans whatever their chunking (the contract's passages rule).
+    qrels: dict[str, dict[str, int]] | Evidence = (
+        benchmark.qrels(config.split) if level == "document" else evidence_spans(cases, benchmark.documents)
     )
+    warnings = whole_document_warnings(rankings, corpus, level)
+    for warning in warnings:
+        reporter.warn(warning)
 
-    def measure(frame: pd.DataFrame, at: str = level, judged: dict[str, dict[str, int]] = qrels) -> Evaluation:
+    def measure(
+        frame: pd.DataFrame, at: str = level, judged: dict[str, dict[str, int]] | Evidence = qrels
+    ) -> Evaluation:
         return evaluate(
             level_run(frame, at),
             judged,
@@ -243,7 +260,6 @@ def _run(
             config.evaluation.abstain_below,
             top_scores(evaluated_run, sorted(answerable)),
         )
-    slices = slice_table(evaluation, {c.queryId: c.slice for c in cases})
     timings["evaluation"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -259,6 +275,21 @@ def _run(
     inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
     evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
     timings["stage_evaluation"] = time.perf_counter() - started
+    in_context = (
+        context_evidence(
+            context_frame,
+            qrels,
+            benchmark.documents,
+            _token_spans(config, benchmark.documents),
+            config.evaluation.relevance,
+        )
+        if isinstance(qrels, Evidence)
+        else None
+    )
+    if in_context is not None:
+        in_context = in_context.reindex(evaluation.per_query.index)
+    shown = in_context[list(EVIDENCE_MEASURES)] if in_context is not None else None
+    slices = slice_table(evaluation, {c.queryId: c.slice for c in cases}, shown)
 
     reporter.step("diagnostics")
     diagnostics = _diagnostics(config, cases, output.hits, context, corpus)
@@ -300,8 +331,10 @@ def _run(
         external_calls=pipeline.external_calls(),
         call_counts=pipeline.call_counts(),
         abstention=abstained,
-        qrels={q: dict(items) for q, items in qrels.items()},
+        qrels=qrels if isinstance(qrels, Evidence) else {q: dict(items) for q, items in qrels.items()},
         parent=parent,
+        context_evidence=in_context,
+        warnings=tuple(warnings),
     )
 
 
@@ -347,6 +380,22 @@ def _contexts(config: RunConfig, hits: dict[str, list], corpus: Corpus) -> tuple
         out[qid] = [Hit(c, scores[c]) for c in ids]
         seconds[qid] = time.perf_counter() - started
     return out, seconds
+
+
+def _token_spans(config: RunConfig, documents: Mapping[str, Document]) -> Callable[[str], np.ndarray]:
+    """Where each document's tokens begin, in the tokens the context budget is stated in (each
+    document tokenized once, when first asked)."""
+    tokenizer = get_tokenizer(config.context.tokenizer or config.chunking.tokenizer)
+    starts: dict[str, np.ndarray] = {}
+
+    def token_starts(document_id: str) -> np.ndarray:
+        known = starts.get(document_id)
+        if known is None:
+            spans = tokenizer(documents[document_id].text)
+            known = starts[document_id] = np.fromiter((s for s, _ in spans), dtype=np.int64, count=len(spans))
+        return known
+
+    return token_starts
 
 
 def _token_counter(config: RunConfig) -> Callable[[str], int]:
@@ -409,20 +458,26 @@ def _diagnostics(
 def level_run(rankings: pd.DataFrame, level: str) -> pd.DataFrame:
     """A chunk ranking as evaluated at ``level``: ``query_id, doc_id, score, rank``.
 
-    ``passage``: chunk IDs as ranked. ``document``: each parent once, at its best-ranked chunk,
-    ranks renumbered.
+    ``passage``: chunk (or passage) IDs as ranked, with each passage's ``document_id, start, end``
+    (graded on spans). ``document``: each parent once, at its best-ranked chunk, ranks renumbered.
     """
     if level == "document":
         return rollup_to_parent(rankings)
     if level == "passage":
-        frame = rankings.rename(columns={"chunk_id": "doc_id"})
-        return frame[["query_id", "doc_id", "score", "rank"]].reset_index(drop=True)
+        frame = rankings.rename(columns={"chunk_id": "doc_id", "parent_id": "document_id"})
+        columns = ["query_id", "doc_id", "score", "rank", *[c for c in ("document_id", "start", "end") if c in frame]]
+        return frame[columns].reset_index(drop=True)
     raise EvaluationError(f"unknown evaluation level {level!r}; valid choices are document, passage")
 
 
-def slice_table(evaluation: Evaluation, slices: dict[str, list[str]]) -> pd.DataFrame:
-    """Mean of each measure per slice label, over the evaluated queries carrying that label."""
+def slice_table(
+    evaluation: Evaluation, slices: dict[str, list[str]], extra: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Mean of each measure per slice label, over the evaluated queries carrying that label; then the
+    means of ``extra``'s columns (per query: the evidence in the context), where given."""
     per_query = evaluation.per_query
+    if extra is not None:
+        per_query = per_query.join(extra.reindex(per_query.index))
     labels = sorted({label for values in slices.values() for label in values})
     rows = {}
     for label in labels:

@@ -6,29 +6,40 @@ runs a retriever or records anything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from rageval.benchmark.chunking import Chunk
+from rageval.benchmark.spans import covers
+from rageval.evaluation.spans import Evidence, span_label
 from rageval.retrieval.base import Hit
 
-RANKING_COLUMNS = ["query_id", "rank", "chunk_id", "parent_id", "score", "stage"]
+# A row names its passage by ID (a chunk, or another system's passage) and by where it lies: its
+# document and character offsets, which span-native grading reads (rageval.evaluation.spans).
+RANKING_COLUMNS = ["query_id", "rank", "chunk_id", "parent_id", "start", "end", "score", "stage"]
 CONTEXT_STAGE = "context"
 
 
-def rankings_frame(hits: Mapping[str, Sequence[Hit]], stage: str, chunks: Mapping[str, Chunk]) -> pd.DataFrame:
+def rankings_frame(hits: Mapping[str, Sequence[Hit]], stage: str, chunks: Callable[[str], Chunk]) -> pd.DataFrame:
+    """Per-query hits as a ranking frame (``RANKING_COLUMNS``); ``chunks`` finds a hit's chunk or
+    passage by its ID (``Corpus.by_id``)."""
     # Built column by column: a frame from millions of row tuples costs seconds more.
     lengths = [len(query_hits) for query_hits in hits.values()]
     ids = [hit.chunk_id for query_hits in hits.values() for hit in query_hits]
     if not ids:
-        return pd.DataFrame([], columns=RANKING_COLUMNS).astype({"rank": np.int64, "score": np.float64})
+        return pd.DataFrame([], columns=RANKING_COLUMNS).astype(
+            {"rank": np.int64, "start": np.int64, "end": np.int64, "score": np.float64}
+        )
+    found = [chunks(chunk_id) for chunk_id in ids]
     columns = {
         "query_id": [qid for qid, n in zip(hits, lengths, strict=True) for _ in range(n)],
         "rank": np.concatenate([np.arange(1, n + 1, dtype=np.int64) for n in lengths]),
         "chunk_id": ids,
-        "parent_id": [chunks[chunk_id].parent_id for chunk_id in ids],
+        "parent_id": [chunk.parent_id for chunk in found],
+        "start": np.fromiter((chunk.start for chunk in found), dtype=np.int64, count=len(found)),
+        "end": np.fromiter((chunk.end for chunk in found), dtype=np.int64, count=len(found)),
         "score": np.array([hit.score for query_hits in hits.values() for hit in query_hits], dtype=np.float64),
         "stage": [stage] * len(ids),
     }
@@ -41,24 +52,56 @@ def level_items(rankings: pd.DataFrame, level: str) -> dict[str, set[str]]:
     return {qid: set(group) for qid, group in rankings.groupby("query_id", sort=False)[column]}
 
 
+def evidence_items(evidence: Evidence) -> dict[str, dict[str, int]]:
+    """Judged spans as trail items: query → ``document:start-end`` → grade (the best, where repeated)."""
+    out: dict[str, dict[str, int]] = {q: {} for q in evidence.queries}
+    for query, document, start, end, grade in zip(
+        evidence.query, evidence.document, evidence.start, evidence.end, evidence.grade, strict=True
+    ):
+        item = span_label(document, int(start), int(end))
+        out[query][item] = max(int(grade), out[query].get(item, int(grade)))
+    return out
+
+
+def covered_items(rankings: pd.DataFrame, evidence: Evidence) -> dict[str, set[str]]:
+    """The judged spans (as trail items) each query's ranking covers (the contract's passages rule)."""
+    spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for query, document, start, end in zip(evidence.query, evidence.document, evidence.start, evidence.end, strict=True):
+        spans.setdefault((query, document), []).append((int(start), int(end)))
+    out: dict[str, set[str]] = {}
+    rows = rankings[["query_id", "parent_id", "start", "end"]].itertuples(index=False)
+    for query, document, start, end in rows:
+        for s_start, s_end in spans.get((query, document), ()):
+            if covers(int(start), int(end), s_start, s_end):
+                out.setdefault(query, set()).add(span_label(document, s_start, s_end))
+    return out
+
+
 def evidence_trail(
     stage_rankings: Mapping[str, pd.DataFrame],
     inputs: Mapping[str, Sequence[str]],
-    qrels: Mapping[str, Mapping[str, int]],
+    qrels: Mapping[str, Mapping[str, int]] | Evidence,
     level: str,
     context_rankings: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """For each relevant item (grade >= 1) of each query: which retrievers found it, and the first
     stage that had it among its inputs but not in its output (``context`` when the final stage had
-    it but the context cut it).
+    it but the context cut it). Graded on spans (``qrels`` an :class:`Evidence`), an item is a judged
+    span (``document:start-end``), held by a ranking with a passage covering it.
 
     Columns: ``query_id, item_id, grade, found_by, lost_at, status`` with status one of ``kept`` (in
     the last ranking: the context when given), ``dropped`` or ``not-retrieved``.
     """
     order = list(stage_rankings)
-    held = {stage: level_items(frame, level) for stage, frame in stage_rankings.items()}
+
+    def items(frame: pd.DataFrame) -> dict[str, set[str]]:
+        return covered_items(frame, qrels) if isinstance(qrels, Evidence) else level_items(frame, level)
+
+    held = {stage: items(frame) for stage, frame in stage_rankings.items()}
     if context_rankings is not None:
-        held[CONTEXT_STAGE] = level_items(context_rankings, level)
+        held[CONTEXT_STAGE] = items(context_rankings)
+    if isinstance(qrels, Evidence):
+        qrels = evidence_items(qrels)
         inputs = {**inputs, CONTEXT_STAGE: [order[-1]]}
         order = [*order, CONTEXT_STAGE]
     rows = []

@@ -25,8 +25,11 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
+from rageval.benchmark.chunking import Chunk, passage_chunk
+from rageval.benchmark.spans import locate
+from rageval.errors import InputError
+
 if TYPE_CHECKING:
-    from rageval.benchmark.chunking import Chunk
     from rageval.benchmark.schema import Document
     from rageval.retrieval.cache import Cache
 
@@ -58,6 +61,8 @@ class Corpus:
     documents: Mapping[str, Document]
     key: Mapping[str, str] = field(default_factory=dict)
     cache: Cache | None = None
+    # Passages other systems returned (by offsets or text) that are not chunks of this corpus: by hit ID.
+    passages: dict[str, Chunk] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def ids(self) -> list[str]:
@@ -72,8 +77,67 @@ class Corpus:
         """Each chunk's position in chunk-ID order: equal scores are ordered by ID, vectorized."""
         return np.argsort(np.argsort(np.array(self.ids)))
 
+    @cached_property
+    def extents(self) -> dict[tuple[str, int, int], str]:
+        """Each chunk's ID by its (document, start, end)."""
+        return {(chunk.parent_id, chunk.start, chunk.end): chunk.chunk_id for chunk in self.chunks}
+
     def by_id(self, chunk_id: str) -> Chunk:
-        return self.chunks[self.position[chunk_id]]
+        """A chunk, or a passage registered by :meth:`passage`, by its hit ID."""
+        position = self.position.get(chunk_id)
+        return self.chunks[position] if position is not None else self.passages[chunk_id]
+
+    def knows(self, hit_id: str) -> bool:
+        return hit_id in self.position or hit_id in self.passages
+
+    def passage(self, document_id: str, start: int, end: int) -> str:
+        """The hit ID of the passage ``[start, end)`` of a corpus document: the chunk's ID where the
+        passage is exactly one of this corpus's chunks, else ``{document}#span:{start}-{end}``
+        (registered, so every later step reads it like a chunk). A document that is not in the corpus
+        or offsets outside its text raise :class:`InputError`."""
+        document = self.documents.get(document_id)
+        if document is None:
+            raise InputError(
+                f"passage of '{document_id}': no such document in this corpus (the system must answer with "
+                "this corpus version's document IDs)"
+            )
+        if not 0 <= start < end <= len(document.text):
+            raise InputError(
+                f"passage {start}-{end} of '{document_id}': offsets must satisfy 0 <= start < end <= "
+                f"{len(document.text)} (the document's length in characters)"
+            )
+        known = self.extents.get((document_id, start, end))
+        if known is not None:
+            return known
+        chunk = passage_chunk(document, start, end, self.chunks[0].tokenizer if self.chunks else "words")
+        self.passages.setdefault(chunk.chunk_id, chunk)
+        return chunk.chunk_id
+
+    def whole_document(self, document_id: str) -> str:
+        """The hit ID of a whole document given by its ID (graded as the whole document)."""
+        document = self.documents.get(document_id)
+        if document is None or not document.text:
+            raise InputError(f"'{document_id}' is neither a chunk nor a non-empty document of this corpus")
+        return self.passage(document_id, 0, len(document.text))
+
+    def locate_passage(self, document_id: str, text: str) -> str:
+        """The hit ID of the passage of ``document_id`` whose text is ``text``: found exactly, else
+        tolerant of whitespace and Unicode forms (:func:`rageval.benchmark.spans.locate`). Absent or
+        ambiguous text raises :class:`InputError` naming the candidates."""
+        document = self.documents.get(document_id)
+        if document is None:
+            raise InputError(f"passage text of '{document_id}': no such document in this corpus")
+        found = locate(document.text, text)
+        if found.unique is not None:
+            return self.passage(document_id, *found.unique)
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        if not found.spans:
+            raise InputError(f"passage text {shown!r} is not in document '{document_id}' (not even after normalising whitespace and Unicode)")
+        places = ", ".join(f"{a}-{b}" for a, b in found.spans[:5])
+        raise InputError(
+            f"passage text {shown!r} occurs {len(found.spans)} times in document '{document_id}' (at {places}); "
+            "give the passage by offsets (start, end) instead"
+        )
 
 
 class Stage(Protocol):

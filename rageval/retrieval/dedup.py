@@ -54,16 +54,23 @@ class DedupStage:
         self.config = config
         self.corpus = corpus
         self._keys = [text_key(chunk.text) for chunk in corpus.chunks] if config.exact else None
-        self._shingles: dict[int, frozenset] = {}
+        self._shingles: dict[str, frozenset] = {}
 
-    def _shingle(self, position: int) -> frozenset:
-        if position not in self._shingles:
-            assert self.config.near is not None
-            self._shingles[position] = shingles(self.corpus.chunks[position].text, self.config.near.shingle)
-        return self._shingles[position]
+    def _shingle(self, hit_id: str) -> frozenset:
+        if hit_id not in self._shingles:
+            size = self.config.near.shingle if self.config.near is not None else 1
+            self._shingles[hit_id] = shingles(self.corpus.by_id(hit_id).text, size)
+        return self._shingles[hit_id]
 
-    def _near_duplicate(self, position: int, kept: list[int], threshold: float) -> bool:
-        mine = self._shingle(position)
+    def _key(self, hit_id: str) -> str:
+        """A hit's exact-duplicate key: precomputed for chunks, computed for another system's passages."""
+        position = self.corpus.position.get(hit_id)
+        if self._keys is not None and position is not None:
+            return self._keys[position]
+        return text_key(self.corpus.by_id(hit_id).text)
+
+    def _near_duplicate(self, hit_id: str, kept: list[str], threshold: float) -> bool:
+        mine = self._shingle(hit_id)
         for other in kept:
             theirs = self._shingle(other)
             # Jaccard <= min/max of the set sizes: skip pairs that cannot reach the threshold.
@@ -76,26 +83,24 @@ class DedupStage:
 
     def __call__(self, query: Query, inputs: Sequence[list[Hit]] = ()) -> list[Hit]:
         (previous,) = inputs
-        position = self.corpus.position
         keys_seen: set[str] = set()
-        kept_positions: list[int] = []
+        kept_ids: list[str] = []
         per_parent: dict[str, int] = {}
         out = []
         near = self.config.near
         cap = self.config.max_per_parent
         for hit in previous:
-            pos = position[hit.chunk_id]
-            if self._keys is not None:
-                if self._keys[pos] in keys_seen:
-                    continue
-            if near is not None and self._near_duplicate(pos, kept_positions, near.threshold):
+            key = self._key(hit.chunk_id) if self._keys is not None else ""
+            if self._keys is not None and key in keys_seen:
                 continue
-            parent = self.corpus.chunks[pos].parent_id
+            if near is not None and self._near_duplicate(hit.chunk_id, kept_ids, near.threshold):
+                continue
+            parent = self.corpus.by_id(hit.chunk_id).parent_id
             if cap is not None and per_parent.get(parent, 0) >= cap:
                 continue
             if self._keys is not None:
-                keys_seen.add(self._keys[pos])
-            kept_positions.append(pos)
+                keys_seen.add(key)
+            kept_ids.append(hit.chunk_id)
             per_parent[parent] = per_parent.get(parent, 0) + 1
             out.append(hit)
         return out

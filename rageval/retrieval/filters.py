@@ -64,8 +64,24 @@ class FilterStage:
         """Positions of the chunks this query may retrieve."""
         return np.flatnonzero(self.allowed_mask(query.principal))
 
+    def document_allowed(self, document_id: str, principal: tuple[str, ...] | None) -> bool:
+        """Whether the asker may see a document that matches the metadata (for another system's
+        passages, which are no chunk of the corpus)."""
+        document = self.corpus.documents[document_id]
+        if not _matches(document, self.config.metadata):
+            return False
+        return not self.config.permission or document.acl is None or bool(set(document.acl) & set(principal or ()))
+
     def __call__(self, query: Query, inputs: Sequence[list[Hit]] = ()) -> list[Hit]:
         (previous,) = inputs
         ok = self.allowed_mask(query.principal)
         position = self.corpus.position
-        return [hit for hit in previous if ok[position[hit.chunk_id]]]
+        return [
+            hit
+            for hit in previous
+            if (
+                ok[position[hit.chunk_id]]
+                if hit.chunk_id in position
+                else self.document_allowed(self.corpus.by_id(hit.chunk_id).parent_id, query.principal)
+            )
+        ]

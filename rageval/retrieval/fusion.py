@@ -57,7 +57,6 @@ class FusionStage:
             fused = rrf(inputs, self.weights, self.config.rank_constant)
         else:
             fused = score_fusion(inputs, self.weights, self.config.normalization)
-        id_rank = self.corpus.id_rank
-        position = self.corpus.position
-        ordered = sorted(fused.items(), key=lambda item: (-item[1], id_rank[position[item[0]]]))
+        # Equal scores by ID (byte order), whether the hits are chunks or another system's passages.
+        ordered = sorted(fused.items(), key=lambda item: (-item[1], item[0]))
         return [Hit(chunk_id, score) for chunk_id, score in ordered[: self.config.candidates]]

@@ -3,9 +3,10 @@
 The request (:class:`SearchRequest`) carries the query's ID and text, ``k`` (the stage's
 ``candidates``), the asker's ``principal`` and the configured ``filters``; the reply
 (:class:`SearchReply`) is ``{"hits": [{"id": …, "score": …}, …]}``, best first, with the server's
-own ``latency_ms`` if it measures one. An ``id`` is a chunk ID of this corpus and chunking, or a
-document ID (its first chunk then stands for it, as in a ``runfile`` stage); any other ID fails the
-query, never silently dropped.
+own ``latency_ms`` if it measures one. A hit names a chunk ID of this corpus and chunking, a document
+ID (the whole document is then the passage), or the service's own passage by ``documentId`` with
+``start``/``end`` or ``text`` (:mod:`rageval.retrieval.passages`); a hit that names nothing in the
+corpus fails the query, naming its rank, never silently dropped.
 
 Requests go out ``max_concurrency`` at a time: the pipeline hands the stage a window of queries
 (:meth:`HttpStage.prefetch`) and then asks for each in query order. Connect errors, timeouts and
@@ -32,8 +33,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from rageval.errors import ConfigError, ServiceError
+from rageval.errors import ConfigError, InputError, ServiceError
 from rageval.retrieval.base import Corpus, Hit, Query
+from rageval.retrieval.passages import HIT_FORMS, PassageFields, problem_text, resolve_hit
 from rageval.retrieval.preflight import header_problems
 from rageval.retrieval.schema import HttpConfig, Scalar
 from rageval.validation import shorten
@@ -56,10 +58,11 @@ class SearchRequest(BaseModel):
     filters: dict[str, Scalar | list[Scalar]] | None = Field(default=None, description="metadata key -> value(s)")
 
 
-class SearchHit(BaseModel):
+class SearchHit(PassageFields):
+    """One hit: an ID, or a passage by offsets or text (:mod:`rageval.retrieval.passages`), and its score."""
+
     model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
-    id: str = Field(min_length=1, description="a chunk ID of the corpus, or a document ID")
     score: FiniteFloat
 
 
@@ -111,9 +114,9 @@ class HttpStage:
         self.corpus = corpus
         self._headers = {header: os.environ[variable] for header, variable in config.headers_from_env.items()}
         self._secrets = sorted({v for v in self._headers.values()}, key=len, reverse=True)
-        self._first_chunk: dict[str, str] = {}
+        self._chunks_of: dict[str, list[str]] = {}
         for chunk in corpus.chunks:
-            self._first_chunk.setdefault(chunk.parent_id, chunk.chunk_id)
+            self._chunks_of.setdefault(chunk.parent_id, []).append(chunk.chunk_id)
         self.prefetch_window = 4 * config.max_concurrency
         self.external_calls = 0
         self.call_counts = {"attempts": 0, "retries": 0, "failures": 0}
@@ -251,7 +254,8 @@ class HttpStage:
                 f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors(include_url=False)[:3]
             )
             raise ServiceError(
-                "malformed", f'{where}: malformed reply ({details}); expected {{"hits": [{{"id", "score"}}]}}'
+                "malformed",
+                f'{where}: malformed reply ({details}); expected {{"hits": [...]}} with each hit {HIT_FORMS} and a "score"',
             ) from None
         if reply.query_id is not None and reply.query_id != query.query_id:
             raise ServiceError("malformed", f"{where}: reply for query '{reply.query_id}', asked '{query.query_id}'")
@@ -262,31 +266,38 @@ class HttpStage:
         position = self.corpus.position
         resolved: list[Hit] = []
         unknown: list[str] = []
-        for item in reply.hits:
-            chunk_id = item.id if item.id in position else self._first_chunk.get(item.id)
-            if chunk_id is None:
-                unknown.append(item.id)
-            else:
-                resolved.append(Hit(chunk_id, float(item.score)))
+        for rank, item in enumerate(reply.hits, start=1):
+            try:
+                resolved.append(Hit(resolve_hit(self.corpus, item), float(item.score)))
+            except InputError as exc:
+                unknown.append(f"rank {rank}: {shorten(problem_text(exc), 160)}")
         if unknown:
-            named = ", ".join(repr(shorten(i, 60)) for i in unknown[:SHOWN_IDS])
+            named = "; ".join(unknown[:SHOWN_IDS])
             more = f" and {len(unknown) - SHOWN_IDS} more" if len(unknown) > SHOWN_IDS else ""
             raise ServiceError(
                 "unknown-ids",
-                f"POST {self.config.url}: {len(unknown)} of {len(reply.hits)} hits are neither chunks nor "
-                f"documents of this corpus: {named}{more}; the service must answer with this corpus version's "
-                "chunk or document IDs",
+                f"POST {self.config.url}: {len(unknown)} of {len(reply.hits)} hits of query '{query.query_id}' "
+                f"name nothing in this corpus: {named}{more}; answer with this corpus version's chunk or document "
+                "IDs, or with passages (documentId with start/end or text)",
             )
         allowed = None if query.allowed is None else set(query.allowed.tolist())
-        # Best first, equal scores in the reply's order; a chunk named twice keeps its better place.
+        # Best first, equal scores in the reply's order; a passage named twice keeps its better place.
         out: list[Hit] = []
         seen: set[str] = set()
         for hit in sorted(resolved, key=lambda h: -h.score):
-            if hit.chunk_id in seen or (allowed is not None and position[hit.chunk_id] not in allowed):
+            if hit.chunk_id in seen or (allowed is not None and not self._allowed(hit.chunk_id, allowed, position)):
                 continue
             seen.add(hit.chunk_id)
             out.append(hit)
         return out[: self.config.candidates]
+
+    def _allowed(self, hit_id: str, allowed: set[int], position: dict[str, int]) -> bool:
+        """A chunk the ``when: before`` filters allow; another system's passage: when a chunk of its
+        document is allowed (the filters decide per document)."""
+        if hit_id in position:
+            return position[hit_id] in allowed
+        parent = self.corpus.by_id(hit_id).parent_id
+        return any(position[c] in allowed for c in self._chunks_of.get(parent, ()))
 
     def _redact(self, text: str) -> str:
         for secret in self._secrets:

@@ -54,8 +54,19 @@ class RerankStage:
                 dtype=np.float64,
             )
         vector = encoders.encode_query(self._bi, query.text, max_seq_length=self.config.max_seq_length)
-        rows = [self.corpus.position[c] for c in chunk_ids]
-        return (self._embeddings[rows] @ vector).astype(np.float64)
+        position = self.corpus.position
+        values = np.empty(len(chunk_ids), dtype=np.float64)
+        known = [i for i, c in enumerate(chunk_ids) if c in position]
+        values[known] = self._embeddings[[position[chunk_ids[i]] for i in known]] @ vector
+        # Another system's passages are not in the cached embeddings: encoded now with the same model.
+        others = [i for i, c in enumerate(chunk_ids) if c not in position]
+        if others:
+            texts = [self.corpus.by_id(chunk_ids[i]).index_text for i in others]
+            encoded = encoders.encode(
+                self._bi, texts, batch_size=self.config.batch_size, max_seq_length=self.config.max_seq_length
+            )
+            values[others] = encoded @ vector
+        return values
 
     def __call__(self, query: Query, inputs: Sequence[list[Hit]] = ()) -> list[Hit]:
         (previous,) = inputs
@@ -64,8 +75,8 @@ class RerankStage:
             return list(previous)
         started = time.perf_counter()
         values = self.scores(query, [h.chunk_id for h in head])
-        id_rank = self.corpus.id_rank
-        order = np.lexsort((id_rank[[self.corpus.position[h.chunk_id] for h in head]], -values))
+        # Equal scores by ID (byte order), chunks and other systems' passages alike.
+        order = np.lexsort((np.argsort(np.argsort(np.array([h.chunk_id for h in head]))), -values))
         reranked = [Hit(head[i].chunk_id, float(values[i])) for i in order.tolist()]
         # The tail keeps its order; its scores are shifted below the reranked ones so scores stay non-increasing.
         floor = float(values.min())

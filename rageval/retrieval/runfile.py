@@ -1,9 +1,12 @@
 """A precomputed run as a retriever, so a production system's output is measured by the same
-machinery: TREC (``qid Q0 id rank score tag``) or JSONL (``{"query_id", "id", "score"[, "rank"]}``).
+machinery: TREC (``qid Q0 id rank score tag``) or JSONL (``{"query_id", "score"[, "rank"]}`` and a
+hit: ``"id"``, or ``"documentId"`` with ``"start"``/``"end"`` or ``"text"``; see
+:mod:`rageval.retrieval.passages`).
 
-IDs may be chunk IDs of this corpus and chunking, or parent document IDs (then the parent's first
-chunk stands for it: right for document-level evaluation). Each query's hits are ordered by score,
-then by the file's rank, then by file order; an ID repeated within a query keeps its best place.
+IDs may be chunk IDs of this corpus and chunking, or document IDs (the whole document is then the
+passage); a JSONL line may instead give the system's own passage, graded on the judged spans at
+passage level whatever its chunking. Each query's hits are ordered by score, then by the file's
+rank, then by file order; a passage repeated within a query keeps its best place.
 """
 
 from __future__ import annotations
@@ -20,27 +23,28 @@ from rageval.benchmark.trec import read_run
 from rageval.errors import InputError, Problem
 from rageval.io import file_problem, read_jsonl
 from rageval.retrieval.base import Corpus, Hit, Query
+from rageval.retrieval.passages import HIT_FORMS, PassageFields, problem_text, resolve_hit
 from rageval.retrieval.schema import RunFileConfig
-from rageval.validation import Slug, Strict, valid_rows
+from rageval.validation import Slug, valid_rows
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 
 
-class RunLine(Strict):
+class RunLine(PassageFields):
     """One line of a JSON-lines run file."""
 
     query_id: Slug
-    id: Slug
     score: FiniteFloat
     rank: StrictInt | None = None
 
 
 def read_run_file(path: Path, form: str) -> pd.DataFrame:
-    """``query_id, doc_id, score, rank, line`` from a TREC or JSONL run."""
+    """``query_id, hit, score, rank, line`` from a TREC or JSONL run; ``hit`` holds each line's
+    :class:`PassageFields` (a TREC line's: its ID)."""
     if form == "auto":
         form = "jsonl" if path.suffix in (".jsonl", ".json") else "trec"
     if form == "trec":
-        return read_run(path)[["query_id", "doc_id", "score", "rank", "line"]]
+        return read_run(path).rename(columns={"doc_id": "hit"})[["query_id", "hit", "score", "rank", "line"]]
     missing = file_problem(path)
     if missing is not None:
         raise InputError(
@@ -50,7 +54,7 @@ def read_run_file(path: Path, form: str) -> pd.DataFrame:
         )
     rows, problems = read_jsonl(path)
     lines = [
-        (row.query_id, row.id, row.score, 0 if row.rank is None else row.rank, number)
+        (row.query_id, row, row.score, 0 if row.rank is None else row.rank, number)
         for number, row in valid_rows(rows, RunLine, str(path), problems)
     ]
     if not lines and not problems:
@@ -58,12 +62,12 @@ def read_run_file(path: Path, form: str) -> pd.DataFrame:
             Problem(
                 file=str(path),
                 message="no results in the run file",
-                fix='write {"query_id": …, "id": …, "score": …} lines',
+                fix=f'write {{"query_id": …, "score": …}} lines with a hit: {HIT_FORMS}',
             )
         )
     if problems:
         raise InputError(problems)
-    return pd.DataFrame(lines, columns=["query_id", "doc_id", "score", "rank", "line"])
+    return pd.DataFrame(lines, columns=["query_id", "hit", "score", "rank", "line"])
 
 
 class RunFileStage:
@@ -72,27 +76,24 @@ class RunFileStage:
         self.config = config
         path = Path(config.path)
         frame = read_run_file(path, config.format)
-        first_chunk: dict[str, str] = {}
-        for chunk in corpus.chunks:
-            first_chunk.setdefault(chunk.parent_id, chunk.chunk_id)
-        ids = frame["doc_id"].map(lambda i: i if i in corpus.position else first_chunk.get(i))
-        unknown = frame[ids.isna()]
-        if len(unknown):
+        ids: list[str | None] = []
+        problems: list[Problem] = []
+        for row in frame.itertuples():
+            try:
+                ids.append(resolve_hit(corpus, row.hit))
+            except InputError as exc:
+                ids.append(None)
+                if len(problems) < 20:
+                    problems.append(Problem(file=str(path), line=int(row.line), message=problem_text(exc)))
+        unknown = sum(i is None for i in ids)
+        if unknown:
             raise InputError(
-                [
-                    Problem(
-                        file=str(path),
-                        line=int(r.line),
-                        field="id",
-                        message=f"'{r.doc_id}' is neither a chunk nor a document of this corpus",
-                    )
-                    for r in unknown.head(20).itertuples()
-                ]
+                problems
                 + [
                     Problem(
                         file=str(path),
-                        message=f"{len(unknown)} unknown IDs in all",
-                        fix="check the run was made on this corpus version and chunking",
+                        message=f"{unknown} hits name nothing in this corpus",
+                        fix="check the run was made on this corpus version (and, for chunk IDs, this chunking)",
                     )
                 ]
             )

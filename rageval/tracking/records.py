@@ -94,6 +94,8 @@ def metric_names(result: ExperimentResult) -> dict[str, float]:
     out: dict[str, float] = {}
     for measure, value in result.evaluation.aggregates.items():
         out[metric_key(measure)] = value
+    for name, value in result.evidence_means().items():
+        out[f"evidence/{str(name).removeprefix('evidence_')}"] = value
     out.update(result.counts())
     percentiles = result.latency_percentiles()
     if "total" in percentiles.index:
@@ -127,7 +129,8 @@ def breakdown_tables(result: ExperimentResult) -> dict[str, pd.DataFrame]:
     measures = list(result.evaluation.per_query.columns)
     tables: dict[str, pd.DataFrame] = {}
     slices = result.slices.rename_axis("slice").reset_index()
-    tables["slices"] = slices[["slice", "queries", *[m for m in measures if m in slices.columns]]]
+    evidence = [c for c in slices.columns if str(c).startswith("evidence_")]
+    tables["slices"] = slices[["slice", "queries", *[m for m in measures if m in slices.columns], *evidence]]
     latency = result.latency_percentiles().rename_axis("stage").reset_index()
     tables["latency"] = latency
     tables["levels"] = result.level_aggregates()
@@ -223,6 +226,11 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
     if result.diagnostics is not None and not result.diagnostics.empty:
         extra = result.diagnostics.drop(columns="context_tokens").reindex(list(cases))
         queries = queries.join(extra, on="query_id")
+    if result.context_evidence is not None:
+        evidence = result.context_evidence.drop(columns="context_tokens").reindex(list(cases))
+        queries = queries.join(evidence, on="query_id")
+    if result.warnings:
+        record.tags["rageval.warnings"] = " | ".join(result.warnings)
     files["metric_contract.json"] = as_json(evaluation.contract)
     if not evaluation.diagnostics.empty:
         files["diagnostics.parquet"] = parquet(evaluation.diagnostics.reset_index())
@@ -251,6 +259,8 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
             level: {m: (None if pd.isna(v) else float(v)) for m, v in measured.aggregates.items()}
             for level, measured in result.levels.items()
         },
+        "evidence": {str(k): (None if pd.isna(v) else float(v)) for k, v in result.evidence_means().items()},
+        "warnings": list(result.warnings),
         "skipped_queries": list(evaluation.skipped),
         "missing_queries": list(evaluation.missing),
         "counts": result.counts(),

@@ -19,11 +19,12 @@ from rageval.analysis import (
     short_value,
 )
 from rageval.analysis.records import RunArtifacts, RunInfo
-from rageval.benchmark.chunking import chunk_corpus, chunk_qrels, config_hash
+from rageval.benchmark.chunking import chunk_corpus, config_hash
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import ChunkingConfig
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError, TrackingError
+from rageval.evaluation.spans import Evidence, evidence_spans
 from rageval.tracking.store import Tracker
 
 # --------------------------------------------------------------------------- reading the runs
@@ -43,7 +44,8 @@ def recorded_chunking(info: RunInfo, config_yaml: str) -> ChunkingConfig:
 
 def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
     """Load the benchmark the runs used (refusing one whose hashes differ from the runs') and
-    re-chunk it with each run's chunking, for texts and chunk-level judgments."""
+    re-chunk it with each run's chunking, for texts; at passage level the judgments are the judged
+    spans (each run's passages graded on them, whatever its chunking)."""
     first = runs[0]
     config = config_from_yaml(first.config_yaml)
     try:
@@ -66,19 +68,25 @@ def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
     level = first.info.tags.get("rageval.level") or benchmark.spec.relevanceUnit
     cases = benchmark.cases_for(config.split)
     texts: dict[str, str] = {}
-    qrels: dict[str, dict[str, int]] | None = None
-    seen = set()
+    offsets_of: dict[str, dict[str, tuple[int, int]]] = {}
     for run in runs:
         chunking = recorded_chunking(run.info, run.config_yaml)
-        if config_hash(chunking) in seen:
-            continue
-        seen.add(config_hash(chunking))
-        chunks = chunk_corpus(benchmark.documents.values(), chunking)
-        texts.update({c.chunk_id: c.text for c in chunks})
-        if qrels is None and level == "passage":
-            qrels = chunk_qrels(cases, chunks)
-    if qrels is None:
-        qrels = benchmark.qrels(config.split)
+        digest = config_hash(chunking)
+        if digest not in offsets_of:
+            chunks = chunk_corpus(benchmark.documents.values(), chunking)
+            texts.update({c.chunk_id: c.text for c in chunks})
+            offsets_of[digest] = {c.chunk_id: (c.start, c.end) for c in chunks}
+        offsets = offsets_of[digest]
+        if not {"start", "end"} <= set(run.rankings.columns):
+            # Runs recorded before rankings named their passages' offsets: their chunks' own.
+            run.rankings[["start", "end"]] = [offsets.get(c, (0, 0)) for c in run.rankings["chunk_id"]]
+        # Another system's passages: their text is their document's, between their offsets.
+        for passage, parent, start, end in run.rankings[["chunk_id", "parent_id", "start", "end"]].itertuples(index=False):
+            if passage not in texts and parent in benchmark.documents:
+                texts[passage] = benchmark.documents[parent].text[int(start) : int(end)]
+    qrels: dict[str, dict[str, int]] | Evidence = (
+        evidence_spans(cases, benchmark.documents) if level == "passage" else benchmark.qrels(config.split)
+    )
     return Judgments(level=level, qrels=qrels, queries={c.queryId: c.query for c in cases}, texts=texts)
 
 

@@ -29,6 +29,7 @@ from rageval.experiment.run import corpus_for
 from rageval.experiment.stages import rankings_frame
 from rageval.hashing import sha256_bytes, sha256_file
 from rageval.paths import project_root
+from rageval.retrieval.base import Corpus
 from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
 from rageval.safety import csv_bytes
@@ -112,12 +113,12 @@ def _benchmark_for(tracker: Tracker, evaluation_run: str, config_yaml: str) -> B
     return benchmark
 
 
-def _build(config_yaml: str, benchmark: Benchmark, cache: Cache) -> tuple[Pipeline, dict[str, Any]]:
+def _build(config_yaml: str, benchmark: Benchmark, cache: Cache) -> tuple[Pipeline, Corpus]:
     config = config_from_yaml(config_yaml)
     chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
     corpus = corpus_for(config, benchmark, chunks, cache)
     pipeline = Pipeline.from_config(config.retrieval.stages, corpus, source="the bundled config.yaml")
-    return pipeline, {c.chunk_id: c for c in chunks}
+    return pipeline, corpus
 
 
 class _Recording(Cache):
@@ -216,14 +217,14 @@ def _rerun(
     if not queries:
         check.problem = f"split {config.split!r} of the benchmark has no query to re-run"
         return check
-    pipeline, chunks = _build(config_yaml, benchmark, cache)
+    pipeline, corpus = _build(config_yaml, benchmark, cache)
     check.cache_hits = pipeline.cache_hits()
     if hits and not all(check.cache_hits.values()):
         missed = [stage for stage, hit in check.cache_hits.items() if not hit]
         check.problem = f"the bundle lacks the cache entries of stage(s) {', '.join(missed)}: they had to be rebuilt"
         return check
     output = pipeline.run(queries)
-    now = rankings_frame(output.hits, pipeline.names[-1], chunks)
+    now = rankings_frame(output.hits, pipeline.names[-1], corpus.by_id)
     recorded = tracker.rankings(evaluation_run)
     for qid in check.queries:
         a = recorded[recorded["query_id"] == qid].sort_values("rank")[["rank", "chunk_id", "score"]]

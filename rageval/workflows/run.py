@@ -26,9 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from rageval.benchmark.chunking import chunk_corpus, config_hash
+from rageval.benchmark.chunking import config_hash
 from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.benchmark.migration import chunk_labels
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import dump_config, flatten, load_config
 from rageval.config.schema import RunConfig
@@ -65,15 +64,6 @@ class RunOutcome:
 
 def evaluation_level(config: RunConfig, benchmark: Benchmark) -> str:
     return benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
-
-
-def check_labels(config: RunConfig, benchmark: Benchmark) -> None:
-    """Refuse now what the evaluation would refuse later: a passage-level evaluation whose chunk
-    labels are unusable (on the release split, labels migrated to this chunking and not reviewed;
-    a stale review file on any split). Raises :class:`~rageval.errors.BenchmarkError`."""
-    if evaluation_level(config, benchmark) == "passage":
-        chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
-        chunk_labels(benchmark, chunks, config.chunking, config.split)
 
 
 def config_label(name: str, overrides: Sequence[str]) -> str:
@@ -347,7 +337,6 @@ def _execute_run(
         )
     bench = load_benchmark(config.benchmark)
     bench.cases_for(config.split)  # an undeclared split fails here, before a run exists
-    check_labels(config, bench)
 
     recorded_overrides = [*overrides]
     if benchmark is not None:

@@ -39,7 +39,7 @@ from rageval.workflows.kernels import PRELOAD, KernelPool
 from rageval.workflows.members import MemberJob, MemberResult, progress_kind, stop_kernels
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
-from rageval.workflows.run import RUN_PARAMETERS, NotebookSlot, NotebookSlots, check_labels
+from rageval.workflows.run import RUN_PARAMETERS, NotebookSlot, NotebookSlots
 
 # --------------------------------------------------------------------------- progress
 
@@ -153,18 +153,14 @@ def check_sweep(
     notebook: str | Path | None = None,
     notebook_parameters: dict[str, Any] | None = None,
 ) -> tuple[Sweep, Path, Benchmark]:
-    """Load and check a sweep before anything exists (no run, no cluster): its members, the
-    notebook's parameters and the labels each chunking will use. Returns it, the notebook and the benchmark."""
+    """Load and check a sweep before anything exists (no run, no cluster): its members and the
+    notebook's parameters. Returns it, the notebook and the benchmark."""
     sweep = load_sweep(path, release=release)
     notebook = Path(notebook).resolve() if notebook else default_notebook()
     check_parameters(notebook, dict(notebook_parameters or {}), required=RUN_PARAMETERS)
     bench = load_benchmark(sweep.members[0].config.benchmark)
-    checked = set()
-    for m in sweep.members:  # before the parent exists: a refused member would otherwise fail after it
-        key = (m.config.chunking.model_dump_json(), m.config.evaluation.level)
-        if key not in checked:
-            check_labels(m.config, bench)
-            checked.add(key)
+    for m in sweep.members:  # before the parent exists: a member whose split is undeclared would fail after it
+        bench.cases_for(m.config.split)
     return sweep, notebook, bench
 
 
