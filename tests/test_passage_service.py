@@ -35,13 +35,12 @@ PARAGRAPHS = {
     "timeouts": [
         "# Timeouts",
         "HTTPX raises a TimeoutException after five seconds of network inactivity by default.",
-        "The pool timeout is the longest wait for a connection from the pool; past it a PoolTimeout is raised. "
-        * 6,
+        " ".join(f"Pool rule {n}: the pool timeout is the longest wait for connection {n}; then PoolTimeout." for n in range(6)),
         "Pass timeout=None to disable every timeout on a client.",
     ],
     "background": [
         "# Background tasks",
-        "A background task runs only once the response has been sent to the client. " * 12,
+        " ".join(f"Background task {n} runs only once response {n} has been sent to the client." for n in range(12)),
         "Tasks run in order; when one raises, the following tasks are skipped.",
     ],
     "cookies": ["# Cookies", "Set cookies on the client rather than on each request."],
@@ -116,7 +115,7 @@ def services(documents_file: Path) -> Iterator[dict[str, str]]:
             processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             urls[answer] = f"http://127.0.0.1:{port}"
         for (answer, url), process in zip(urls.items(), processes, strict=True):
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 180  # three processes import fastapi and bm25s at once: slow on a busy machine
             while True:
                 if process.poll() is not None:
                     output = process.stdout.read().decode() if process.stdout else ""
@@ -127,7 +126,7 @@ def services(documents_file: Path) -> Iterator[dict[str, str]]:
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
-                    pytest.fail(f"the {answer} service did not answer within 60 s")
+                    pytest.fail(f"the {answer} service did not answer within 180 s")
                 time.sleep(0.1)
         yield urls
     finally:
@@ -201,3 +200,50 @@ def test_filters_apply_to_document_metadata(documents_file: Path) -> None:
     assert httpx_only == {"timeouts"}
     staff = {p.document_id for p, _ in index.search("task timeout cookies client", 50, ["staff"])}
     assert staff == {"timeouts", "background", "cookies"}
+
+
+# ---------------------------------------------------------------------------- through rageval's http stage
+# (The fixture's sentences are all distinct: a passage text that occurs twice in its document fails
+# the query in rageval, which cannot tell which of the places was retrieved.)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    from rageval.benchmark.chunking import chunk_corpus
+    from rageval.benchmark.schema import ChunkingConfig, Document
+    from rageval.retrieval.base import Corpus
+
+    documents = {d["id"]: Document.model_validate(d) for d in DOCUMENTS}
+    # rageval's own chunking (40 words, markdown): not the service's 300-character passages.
+    return Corpus(chunk_corpus(documents.values(), ChunkingConfig(size=40, overlap=5)), documents)
+
+
+def _stage(url: str, corpus):
+    from rageval.retrieval.http import HttpStage
+    from rageval.retrieval.schema import HttpConfig
+
+    return HttpStage(HttpConfig(type="http", url=f"{url}/search", candidates=5, backoff_s=0.0), corpus)
+
+
+@pytest.mark.parametrize("answer", ["passages", "text"])
+def test_the_http_stage_reads_the_services_own_passages(services: dict[str, str], corpus, answer: str) -> None:
+    from rageval.retrieval.base import Query
+
+    query = "pool timeout PoolTimeout"
+    hits = _stage(services[answer], corpus)(Query("q1", query))
+    wanted = _search(services["passages"], query)["hits"]
+    assert len(hits) == len(wanted) > 0
+    for hit, passage in zip(hits, wanted, strict=True):
+        chunk = corpus.by_id(hit.chunk_id)  # a passage the corpus registered, read like a chunk
+        assert (chunk.parent_id, chunk.start, chunk.end) == (passage["documentId"], passage["start"], passage["end"])
+        assert hit.chunk_id == f"{passage['documentId']}#span:{passage['start']}-{passage['end']}"
+        assert hit.score == pytest.approx(passage["score"])
+    assert not set(h.chunk_id for h in hits) & set(corpus.ids)  # none of them is one of rageval's chunks
+
+
+def test_the_http_stage_reads_documents_as_whole_documents(services: dict[str, str], corpus) -> None:
+    from rageval.retrieval.base import Query
+
+    hits = _stage(services["documents"], corpus)(Query("q1", "timeout client cookies task"))
+    spans = [(c.parent_id, c.start, c.end) for c in map(corpus.by_id, (h.chunk_id for h in hits))]
+    assert sorted(spans) == [(d, 0, len(TEXT[d])) for d in ("background", "cookies", "timeouts")]
