@@ -13,6 +13,7 @@ import pytest
 from conftest import ROOT
 
 from rageval import analysis as cmp
+from rageval.analysis import export as cmp_export
 from rageval.errors import ComparisonError
 from rageval.evaluation import evaluate
 from rageval.tracking.store import RunInfo, Tracker
@@ -230,6 +231,49 @@ def test_explain_query_lists_relevant_ranks_and_moved_chunks():
     assert why["moved"][1]["snippet"] == "The good answer."
 
 
+def test_explain_query_on_spans_grades_each_runs_own_passages():
+    from rageval.evaluation.spans import evidence_from_rows
+
+    evidence = evidence_from_rows(["q"], [("q", "d", 100, 140, 3), ("q", "d", 500, 520, 1)])
+    judgments = cmp.Judgments(level="passage", qrels=evidence, queries={"q": "the question"}, texts={})
+
+    def ranking(rows: list[tuple[str, int, int]]) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "query_id": "q",
+                "doc_id": [i for i, _, _ in rows],
+                "chunk_id": [i for i, _, _ in rows],
+                "rank": range(1, len(rows) + 1),
+                "document_id": "d",
+                "start": [a for _, a, _ in rows],
+                "end": [b for _, _, b in rows],
+            }
+        )
+
+    # Two chunkings: the baseline's 200-character chunks, the candidate's own 50-character passages.
+    before = ranking([("d#a-2", 400, 600), ("d#a-0", 0, 200)])
+    after = ranking([("d#span:90-140", 90, 140), ("d#span:700-750", 700, 750)])
+    why = cmp.explain_query("q", judgments, (before, before), (after, after))
+    assert why["relevant"] == [
+        {"item": "d:100-140", "grade": 3, "before": 2, "after": 1},
+        {"item": "d:500-520", "grade": 1, "before": 1, "after": None},
+    ]
+    grades = {m["chunk_id"]: m["grade"] for m in why["moved"]}
+    assert grades["d#span:90-140"] == 3 and grades["d#span:700-750"] is None  # unjudged, not grade 0
+
+
+def test_runs_with_different_chunkings_compare_at_passage_level(store):
+    baseline = record_run(store, name="chunks-200")
+    other = record_run(store, overrides=["chunking.size=80", "chunking.overlap=0"], name="chunks-80")
+    comparison = cmp.compare(load_inputs(Tracker(store), baseline, [other]), resamples=500, samples=500)
+    overall = comparison.overall.set_index(["run", "level", "measure"])
+    metrics = Tracker(store).run(other).metrics
+    assert overall.loc[("chunks-80", "passage", "nDCG@10"), "mean"] == pytest.approx(metrics["nDCG_at_10"])
+    costs = comparison.costs.set_index("run")
+    assert costs.loc["chunks-80", "evidence_recall"] == pytest.approx(metrics["evidence/recall"])
+    assert "evidence recall" in cmp_export.results_table(comparison).columns
+
+
 def test_overview_draws_one_measure_per_query_and_per_slice():
     from rageval.benchmark.loading import load_benchmark
     from rageval.config.load import load_config
@@ -374,7 +418,7 @@ def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_la
     comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=200, samples=500)
     table = cmp.results_table(comparison)
     assert list(table.index) == ["baseline", "three-candidates"]
-    assert list(table.columns) == [*comparison.measures, "p95 ms", "context tokens"]
+    assert list(table.columns) == [*comparison.measures, "p95 ms", "context tokens", "evidence recall", "evidence precision"]
     mean = comparison.overall.set_index(["run", "measure"]).loc[("baseline", "nDCG@10"), "mean"]
     assert table.loc["baseline", "nDCG@10"] == f"{mean:.4f}"
     p95 = tracker.run(baseline).metrics["latency/total/p95_ms"]

@@ -243,7 +243,7 @@ def test_html_and_text_pages_are_read(tmp_path):
     documents, counts = render_tree(tree, TreeOptions(ALL))
     by_id = {d.id: d for d in documents}
     assert by_id["ref"].title == "Reference"
-    assert by_id["ref"].text == "# API\n\nCall get .\n\nName: url; Type: str\n\n```\nget(url)\n```"
+    assert by_id["ref"].text == "# API\n\nCall get.\n\nName: url; Type: str\n\n```\nget(url)\n```"
     assert (by_id["notes"].title, by_id["notes"].text) == ("Notes page", "Plain notes.")
     assert counts == {"tables": 1}
 
@@ -401,8 +401,8 @@ def test_the_cli_imports_labels_and_writes_the_report(tmp_path):
 
 # What the two trees hold, measured (docs/importing-docs.md shows the same table): neither holds a table.
 REAL_COUNTS = {
-    "httpx": {"admonitions": 13, "autodoc": 39, "html-blocks": 9},
-    "starlette": {"admonitions": 11, "autodoc": 2, "html-blocks": 14, "front-matter": 1},
+    "httpx": {"admonitions": 13, "autodoc": 39, "html-blocks": 9, "inline-html": 1},
+    "starlette": {"admonitions": 11, "autodoc": 2, "html-blocks": 14, "front-matter": 1, "inline-html": 43},
 }
 
 
@@ -459,3 +459,122 @@ def test_the_guide_names_every_step_and_its_examples_come_out_as_shown():
             continue  # needs the included file: test_includes_expand_against_the_root_with_line_ranges
         text, _ = render(before, steps=chosen_steps(None, "whole" if name == "tables-whole" else "rows"))
         assert text == after.rstrip("\n"), name
+
+
+def test_inline_html_tags_leave_prose_but_not_code():
+    text, context = render(
+        '- <a href="https://x.org" target="_blank">GitHub</a> | see `<b>` and <b>bold</b>\n\n```\n<a href="y">code</a>\n```\n'
+    )
+    assert text == '- GitHub | see `<b>` and bold\n\n```\n<a href="y">code</a>\n```'
+    assert context.counts == {"inline-html": 1}
+    kept, _ = render("Plain <br/> line\n", steps=ALL - {"html-as-text"})
+    assert kept == "Plain <br/> line"
+
+
+def test_the_cli_applies_only_the_steps_named_and_refuses_an_unknown_one(tmp_path):
+    tree = write_tree(tmp_path / "tree", PAGES)
+    runner = CliRunner()
+    args = ["benchmark", "import", "docs", str(tree), "--name", "d", "--version", "1"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "a"), "--steps", "admonitions-as-text"])
+    assert result.exit_code == 0, result.output
+    assert "preprocessing: atx-headings/1, admonitions-as-text/1, tables-as-rows/1" in result.output
+    assert load_draft(tmp_path / "a").documents["index"].text == "# Home { #home }\n\nWelcome to the docs."
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "b"), "--steps", "anchors"], terminal_width=200)
+    assert result.exit_code == 2 and "unknown step(s) anchors" in result.output
+    assert "valid choices are front-matter, strip-heading-anchors" in result.output
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.realdata
+def test_a_real_page_with_tables_has_them_converted(tmp_path):
+    """The docs trees hold no table; the shared datasets' README (three pipe tables) does."""
+    page = shared("README.md")
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "datasets.md").write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    report = import_docs(DocsImport(tmp_path / "tree", tmp_path / "out", "datasets", "1"))
+    assert report.counts["tables"] == sum(line.startswith("|---") for line in page.read_text().splitlines()) == 3
+    text = load_draft(tmp_path / "out").documents["datasets"].text
+    assert "folder: adi/; docs: 82; queries judged: 35; grades: all 1; source: Glasgow IR test collection" in text
+    assert not [line for line in text.splitlines() if line.startswith("|")]
+
+
+def test_a_reimport_flags_ambiguous_and_unquoted_judgments_and_keeps_one_in_place(tmp_path):
+    tree = write_tree(tmp_path / "tree", {"a.md": "# A\n\nAlpha fact.\n\nBeta fact.\n"})
+    import_docs(DocsImport(tree, tmp_path / "v1", "docs", "1"))
+    text = load_draft(tmp_path / "v1").documents["a"].text
+    at = text.index("Beta fact.")
+    cases = tmp_path / "v1" / "cases.jsonl"
+    rows = [
+        {
+            "queryId": "same",
+            "query": "alpha?",
+            "corpusVersion": "",
+            "split": "dev",
+            "relevant": [{"documentId": "a", "grade": 3, "start": 5, "end": 16, "quote": "Alpha fact."}],
+        },
+        {
+            "queryId": "twice",
+            "query": "beta?",
+            "corpusVersion": "",
+            "split": "dev",
+            "relevant": [{"documentId": "a", "grade": 3, "start": at, "end": at + 10, "quote": "Beta fact."}],
+        },
+        {
+            "queryId": "unquoted",
+            "query": "by hand?",
+            "corpusVersion": "",
+            "split": "dev",
+            "relevant": [{"documentId": "a", "grade": 1, "start": at, "end": at + 4}, {"documentId": "a", "grade": 2}],
+        },
+    ]
+    corpus_version = load_draft(tmp_path / "v1").spec.corpusVersion
+    cases.write_text("".join(json.dumps({**r, "corpusVersion": corpus_version}) + "\n" for r in rows))
+    from rageval.benchmark.loading import write_hashes
+
+    write_hashes(tmp_path / "v1")
+    assert text[5:16] == "Alpha fact."
+    (tree / "a.md").write_text("# A\n\nAlpha fact.\n\nBeta fact.\n\nBeta fact.\n")
+    report = import_docs(DocsImport(tree, tmp_path / "v2", "docs", "2", previous=load_benchmark(tmp_path / "v1")))
+    assert [m.line() for m in report.judgments] == [
+        f"twice: a {at}-{at + 10} -> dropped (ambiguous (2 places))",
+        f"unquoted: a {at}-{at + 4} -> dropped (no quote recorded)",
+    ]
+    new = load_benchmark(tmp_path / "v2")
+    by_id = {c.queryId: c for c in new.cases}
+    assert by_id["same"].relevant[0].span == (5, 16)  # its text did not move: no change logged
+    assert [(j.grade, j.span) for j in by_id["unquoted"].relevant] == [(2, None)]  # the whole-page judgment stays
+    assert "twice" not in by_id
+    assert [(e.action, e.cases) for e in new.spec.changelog] == [("re-judged", ["unquoted"]), ("retired", ["twice"])]
+
+
+def test_an_acl_map_with_an_unknown_key_names_its_line(tmp_path):
+    from rageval.benchmark.docs.pages import read_acl_map
+
+    acl = tmp_path / "acl.yaml"
+    acl.write_text("pages:\n  - match: '*'\n    acls: [x]\n")
+    with pytest.raises(BenchmarkError) as caught:
+        read_acl_map(acl)
+    (problem,) = caught.value.problems
+    assert (problem.line, problem.field) == (3, "pages[0].acls") and "unknown key" in problem.message
+
+
+def test_directives_in_a_list_item_are_converted_at_their_indent(tmp_path):
+    (tmp_path / "app.py").write_text("app = App()\n")
+    text, context = render(
+        "1. Write the app:\n\n    {* app.py *}\n\n2. Read the reference:\n\n    ::: pkg.App\n        :members: run\n",
+        folder=tmp_path,
+    )
+    assert text == (
+        "1. Write the app:\n\n    ```python\n    app = App()\n    ```\n\n2. Read the reference:\n\n    `pkg.App`"
+    )
+    assert context.counts == {"includes": 1, "autodoc": 1}
+
+
+def test_a_reimport_under_the_previous_version_is_refused_before_writing(tmp_path):
+    tree = write_tree(tmp_path / "tree", PAGES)
+    import_docs(DocsImport(tree, tmp_path / "v1", "docs", "1"))
+    with pytest.raises(BenchmarkError, match="'1' is the version of --previous itself"):
+        import_docs(DocsImport(tree, tmp_path / "v1b", "docs", "1", previous=load_draft(tmp_path / "v1")))
+    assert not (tmp_path / "v1b").exists()
+    report = import_docs(DocsImport(tree, tmp_path / "v2", "docs", "2", previous=load_draft(tmp_path / "v1")))
+    assert (report.added, report.changed, report.removed, report.judgments) == ([], [], [], [])

@@ -236,3 +236,26 @@ def test_adjudicated_chunk_grades_are_the_grades_evaluation_uses_with_overlappin
         relevant=[{"documentId": document.id, "grade": assessed[c.chunk_id], "start": c.start, "end": c.end} for c in chunks],
     )
     assert chunk_qrels([case], chunks)["q"] == assessed
+
+
+def test_evidence_in_the_context_is_counted_in_tokens_once():
+    from rageval.benchmark.schema import Document
+    from rageval.experiment.evidence import context_evidence
+
+    text = "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9"  # token i starts at 3*i
+    documents = {"d": Document(id="d", title="", text=text)}
+    starts = {"d": np.arange(0, len(text), 3)}
+    # Evidence: tokens 2-4 (grade 3) and token 8 (grade 1); a grade-0 span never counts.
+    evidence = spans(("d", 6, 14, 3), ("d", 24, 26, 1), ("d", 0, 2, 0))
+    # Context: tokens 3-6 twice (overlapping passages), token 8.
+    context = pd.DataFrame(
+        {"query_id": "q", "parent_id": "d", "start": [9, 12, 24], "end": [20, 17, 26]}
+    )
+    row = context_evidence(context, evidence, documents, starts.__getitem__, relevance=1).loc["q"]
+    # evidence tokens {2,3,4,8} = 4; context tokens {3,4,5,6,8} = 5; both {3,4,8} = 3; either = 6
+    assert (row["evidence_tokens"], row["context_tokens"], row["evidence_in_context_tokens"]) == (4, 5, 3)
+    assert row["evidence_recall"] == pytest.approx(3 / 4)
+    assert row["evidence_precision"] == pytest.approx(3 / 5)
+    assert row["evidence_iou"] == pytest.approx(3 / 6)
+    strict = context_evidence(context, evidence, documents, starts.__getitem__, relevance=3).loc["q"]
+    assert strict["evidence_recall"] == pytest.approx(2 / 3)  # only the grade-3 span: tokens 2-4

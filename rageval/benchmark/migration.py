@@ -40,6 +40,7 @@ from pydantic import ValidationError
 from rageval.benchmark.chunking import Chunk, chunk_document, chunk_qrels, config_hash
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.schema import BENCHMARK_FILE, RELEASE_SPLIT, Case, ChunkingConfig, LabelProposal, ProposalSource
+from rageval.benchmark.spans import covers
 from rageval.errors import BenchmarkError, ConfigError, EvaluationError, Problem
 from rageval.hashing import sha256_file
 from rageval.io import read_jsonl, read_yaml
@@ -101,23 +102,27 @@ def _overlap(chunk_start: int, chunk_end: int, start: int, end: int) -> tuple[in
 def propose(cases: Iterable[Case], chunks: Iterable[Chunk], source_hash: str) -> list[LabelProposal]:
     """Proposals for ``chunks`` (one chunking) from the cases' judgments, without provenance chunks.
 
-    A chunk's proposed grade is the highest grade among the judgments it overlaps (what the derived
-    chunk qrels give it); its overlap is the best score among the judgments of that grade."""
+    A chunk is proposed when the judgments grade it (:func:`chunk_qrels`: it covers a judged span);
+    its proposed grade is the one they give it, its sources are the judgments it covers, and its
+    overlap the best score among the sources of that grade."""
     by_parent: dict[str, list[Chunk]] = {}
     for chunk in chunks:
         by_parent.setdefault(chunk.parent_id, []).append(chunk)
     out = []
     for case in cases:
+        documents = dict.fromkeys(j.documentId for j in case.relevant)
+        graded = chunk_qrels([case], [c for d in documents for c in by_parent.get(d, [])])[case.queryId]
         found: dict[str, tuple[Chunk, list[ProposalSource]]] = {}
         for judgment in case.relevant:
             for chunk in by_parent.get(judgment.documentId, []):
-                start, end = judgment.span or (chunk.start, chunk.end)
+                if chunk.chunk_id not in graded:
+                    continue
                 if judgment.span is None:
                     # A document judgment covers every chunk of the document entirely.
-                    shared, score = chunk.end - chunk.start, 1.0
+                    score = 1.0
+                elif covers(chunk.start, chunk.end, *judgment.span):
+                    score = _overlap(chunk.start, chunk.end, *judgment.span)[1]
                 else:
-                    shared, score = _overlap(chunk.start, chunk.end, start, end)
-                if shared <= 0:
                     continue
                 source = ProposalSource(
                     documentId=judgment.documentId,
@@ -128,7 +133,8 @@ def propose(cases: Iterable[Case], chunks: Iterable[Chunk], source_hash: str) ->
                 )
                 found.setdefault(chunk.chunk_id, (chunk, []))[1].append(source)
         for chunk, sources in sorted(found.values(), key=lambda pair: (pair[0].parent_id, pair[0].position)):
-            grade = max(s.grade for s in sources)
+            grade = graded[chunk.chunk_id]
+            of_grade = [s.overlap for s in sources if s.grade == grade] or [max(s.overlap for s in sources)]
             out.append(
                 LabelProposal(
                     queryId=case.queryId,
@@ -137,7 +143,7 @@ def propose(cases: Iterable[Case], chunks: Iterable[Chunk], source_hash: str) ->
                     start=chunk.start,
                     end=chunk.end,
                     grade=grade,
-                    overlap=max(s.overlap for s in sources if s.grade == grade),
+                    overlap=max(of_grade),
                     sources=sources,
                     fromChunking=source_hash,
                     toChunking=_chunking_of(chunk.chunk_id),

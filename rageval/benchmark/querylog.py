@@ -187,7 +187,26 @@ def read_log(path: str | Path, fields: LogFields) -> tuple[list[LogRow], list[st
         raise BenchmarkError(problems)
     if not rows:
         raise BenchmarkError(Problem(file=str(path), message="the log holds no rows", fix="give a non-empty log"))
-    return rows, sorted(dropped)
+    return rows, sorted({recorded_name(name) for name in dropped})
+
+
+# What a name that still looks secret after redaction is recorded as.
+WITHHELD = "<WITHHELD>"
+
+
+def recorded_name(name: str) -> str:
+    """A name from the log (a field name, a part of its path) as the import record may hold it: every
+    detector applied, and a name the residual check still flags withheld. A CSV without a header row
+    makes its first row the field names, and a log's file name can hold an address."""
+    redacted = Redactor()(name).text
+    return WITHHELD if residual(redacted) else redacted
+
+
+def log_name(path: str | Path) -> str:
+    """The log's path for the import record, each part through :func:`recorded_name`."""
+    path = Path(path)
+    parts = [part if part in (path.anchor, "..", ".") else recorded_name(part) for part in path.parts]
+    return str(Path(*parts)) if parts else str(path)
 
 
 def _valueless(message: str) -> str:

@@ -8,7 +8,9 @@ recognizer for API keys and tokens, and it imports spaCy (docs/queries.md gives 
 
 A detector's matches are replaced by its token (``<EMAIL>``); detectors run in :data:`DETECTORS`
 order, so a secret inside a URL is taken by the URL rule first and a card number is not read as a
-phone number. Nothing here keeps a removed text: a redaction is its types and counts.
+phone number. Invisible format characters (zero-width spaces and joiners, soft hyphens) are removed
+before any detector runs, so a card number or a key split by them is still found. Nothing here
+keeps a removed text: a redaction is its types and counts.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal, get_args
+
+from rageval.benchmark.lookalike import visible
 
 RULES = "rageval-regex"
 RULES_VERSION = "1"
@@ -45,9 +49,11 @@ _SECRETS = [
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",  # JWT
     r"\b(?i:bearer)\s+[A-Za-z0-9._~+/=-]{16,}",
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-    # key=value and key: value for names that say "secret": the name stays, the value goes
+    # key=value and key: value for names that say "secret", and "my password is …": the name stays,
+    # the value goes
     r"(?P<keep>\b(?i:api[_-]?key|apikey|secret|token|access[_-]?key|client[_-]?secret|password|passwd|pwd|auth)"
-    r"\s?[=:]\s?)[^\s,;&]+",
+    r"\s?[=:]\s?|\b(?i:password|passwd|pwd|passphrase|passcode|pin)\s+(?i:is|was)\s+(?:(?i:now|still)\s+)?)"
+    r"[^\s,;&]+",
 ]
 _PATTERNS: dict[str, re.Pattern[str]] = {
     "url-credentials": re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^\s/:@]+:[^\s/@]+@[^\s]+"),
@@ -115,6 +121,7 @@ class Redactor:
 
     def __call__(self, text: str) -> Redacted:
         removed: Counter[str] = Counter()
+        text = visible(text)
         for name in self.detectors:
             text = _PATTERNS[name].sub(partial(self._replace, name, removed), text)
         return Redacted(text, dict(removed))
@@ -155,10 +162,14 @@ RESIDUAL: dict[str, re.Pattern[str]] = {
     "at-sign": re.compile(r"[^\s<>]@[^\s<>]"),  # an address the e-mail rule did not take
     "credential-url": re.compile(r"://[^\s/]*@"),
     "long-token": re.compile(r"(?=[A-Za-z0-9_+/=-]*\d)(?=[A-Za-z0-9_+/=-]*[A-Za-z])[A-Za-z0-9_+/=-]{20,}"),
-    "secret-word": re.compile(r"(?i)\b(?:password|passwd|api[_-]?key|secret|token)\s*[:=]\s*(?!<)\S"),
+    "secret-word": re.compile(
+        r"(?i)\b(?:(?:password|passwd|api[_-]?key|secret|token)\s*[:=]|(?:password|passwd|passphrase)\s+is)\s*(?!<)\S"
+    ),
 }
 
 
 def residual(text: str) -> str | None:
-    """The first :data:`RESIDUAL` pattern the (redacted) ``text`` matches, else None."""
+    """The first :data:`RESIDUAL` pattern the (redacted) ``text`` matches, invisible characters
+    ignored, else None."""
+    text = visible(text)
     return next((name for name, pattern in RESIDUAL.items() if pattern.search(text)), None)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, Field, StrictInt, StrictStr, field_validator
 
+from rageval.benchmark.lookalike import blank
 from rageval.benchmark.provenance import Provenance
 from rageval.benchmark.tokenizers import TOKENIZERS
 from rageval.validation import Sha256, Slug, Strict
@@ -163,8 +164,9 @@ class Case(Strict):
     @field_validator("query")
     @classmethod
     def _non_empty_query(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("the query is empty; write the question the user asks")
+        if blank(value):
+            shown = "empty" if not value.strip() else "empty once its invisible characters are removed"
+            raise ValueError(f"the query is {shown}; write the question the user asks")
         return value
 
     @property

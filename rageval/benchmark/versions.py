@@ -40,8 +40,29 @@ CARRIED_GLOBS = (f"{REVIEW_PREFIX}*.jsonl",)
 
 
 def default_folder(benchmark: Benchmark, version: str) -> Path:
-    """Where a new version goes unless told: ``<name>-v<version>`` beside the benchmark's folder."""
+    """Where a new version goes unless told: ``<name>-v<version>`` beside the benchmark's folder.
+    A name or version that would make it another place (a path separator, ``..``) is refused."""
+    spec_file = str(benchmark.path / BENCHMARK_FILE)
+    for field, text, fix in (
+        ("name", benchmark.spec.name, "rename the benchmark in benchmark.yaml, or give the new version's folder (--out)"),
+        ("version", version, "give a version without path characters, e.g. 1.1.0"),
+    ):
+        wrong = name_problem(text)
+        if wrong:
+            raise BenchmarkError(
+                Problem(file=spec_file if field == "name" else "--version", field=field, message=wrong, fix=fix)
+            )
     return benchmark.path.parent / f"{benchmark.spec.name}-v{version}"
+
+
+def name_problem(text: str) -> str | None:
+    """What keeps ``text`` from being one part of a folder name (a path separator, ``.`` or ``..``,
+    a control character), or None."""
+    if any(sep in text for sep in ("/", "\\")):
+        return f"{text!r} holds a path separator: it would place the new version outside the benchmark's parent folder"
+    if text in (".", "..") or any(ord(char) < 32 for char in text):
+        return f"{text!r} cannot be part of a folder name"
+    return None
 
 
 def next_version(version: str) -> str:
@@ -88,6 +109,11 @@ def write_version(
                 message=f"'{version}' is the version of the benchmark itself",
                 fix="give the new version a new number",
             )
+        )
+    wrong = name_problem(version)
+    if wrong:
+        raise BenchmarkError(
+            Problem(file="--version", field="version", message=wrong, fix="give a version without path characters")
         )
     dest = Path(out) if out is not None else default_folder(benchmark, version)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):

@@ -46,7 +46,7 @@ def benchmark_validate(
     import json
 
     from rageval.benchmark.diagnostics import diagnose, format_report
-    from rageval.benchmark.loading import validate_benchmark
+    from rageval.benchmark.loading import benchmark_warnings, validate_benchmark
 
     try:
         if json_out is not None:
@@ -69,6 +69,8 @@ def benchmark_validate(
         cases = benchmark.cases_for(split)
         unanswerable = sum(not c.answerable for c in cases)
         echo(f"{split} cases: {len(cases)} ({unanswerable} unanswerable)")
+    for line in benchmark_warnings(benchmark):
+        echo(line, err=True)
     diagnostics = diagnose(benchmark)
     for line in format_report(diagnostics, per_case=per_case):
         echo(line, err=line.startswith("warning: "))

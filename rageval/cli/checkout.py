@@ -27,3 +27,27 @@ def setup_git(
     for key, value in settings.items():
         echo(f"{key} = {value}")
     echo("outputs, execution counts and kernel details of notebooks now stay out of git diff and commits")
+
+
+@app.command("init")
+def init(
+    folder: Annotated[Path, typer.Argument(help="the project folder to make (new or empty)")],
+    force: Annotated[
+        bool, typer.Option("--force", help="lay out into a non-empty folder, adding missing files, overwriting none")
+    ] = False,
+) -> None:
+    """Lay out a team's project: params/, a benchmark skeleton, the notebooks, store and cache, git and its filter."""
+    from rageval.workflows.init import init_project
+
+    try:
+        result = init_project(folder, force=force)
+    except RagevalError as error:
+        fail(error)
+    for name in result.written:
+        echo(f"wrote {name}")
+    for name in result.kept:
+        echo(f"kept {name} (already there)")
+    echo(f"git: {'a new repository' if result.git_init else 'the repository holding it'}, nbstripout filter set")
+    echo("next:")
+    for command in result.next_commands():
+        echo(f"  {command}")

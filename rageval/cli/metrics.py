@@ -55,6 +55,7 @@ def metrics(
     ] = NoRelevantPolicy["score"],
 ) -> None:
     """Evaluate a TREC run against TREC qrels; prints 'measure<TAB>query<TAB>value' lines."""
+    from rageval.benchmark.lookalike import near_misses
     from rageval.benchmark.trec import read_qrels_and_run
     from rageval.evaluation import evaluate
 
@@ -79,6 +80,10 @@ def metrics(
         )
     except RagevalError as error:
         fail(error)
+    # IDs are compared as written; say so where unmatched IDs would match once normalised.
+    retrieved = {q: group.tolist() for q, group in frame.groupby("query_id", sort=False)["doc_id"]}
+    if missed := near_misses(retrieved, judged):
+        echo(missed.message(), err=True)
     if output == "json":
         payload = {
             "aggregates": {k: float(v) for k, v in evaluation.aggregates.items()},

@@ -75,6 +75,15 @@ def _due(steps: _Steps, event: Event) -> bool:
     return running and time.time() - steps.printed >= PLAIN_BAR_EVERY
 
 
+def _line(stream: TextIO, live: Any, text: str) -> None:
+    """One line of text above a live display (rich's ``Progress`` or ``Live``), else on ``stream``."""
+    if live is not None:
+        live.console.print(text, markup=False, highlight=False)
+    else:
+        stream.write(text + "\n")
+        stream.flush()
+
+
 def _plain_done(prefix: str, done: tuple[str, float, str], failed: bool = False) -> str:
     name, seconds, count = done
     detail = f"{seconds:.2f} s" + (f"; {count}" if count else "") + ("; failed" if failed else "")
@@ -139,11 +148,7 @@ class RunView(Reporter):
     def note(self, text: str) -> None:
         """One line above the live step (or among the plain lines)."""
         with self.lock:
-            if self._progress is not None:
-                self._progress.console.print(text, markup=False, highlight=False)
-            else:
-                self.stream.write(text + "\n")
-                self.stream.flush()
+            _line(self.stream, self._progress, text)
 
     def _show(self, steps: _Steps) -> None:
         total = steps.bar[2] if steps.bar is not None else None
@@ -218,11 +223,7 @@ class SweepView(Reporter):
     def note(self, text: str) -> None:
         """One line above the live table (or among the plain lines)."""
         with self.lock:
-            if self._live is not None:
-                self._live.console.print(text, markup=False, highlight=False)
-            else:
-                self.stream.write(text + "\n")
-                self.stream.flush()
+            _line(self.stream, self._live, text)
 
     def emit(self, event: Event) -> None:
         name = _text(event.get("member", ""))

@@ -5,9 +5,10 @@ configurations use snake_case keys like most Python tool configs.
 
 from __future__ import annotations
 
-from typing import Literal
+import unicodedata
+from typing import Annotated, Literal
 
-from pydantic import Field, StrictInt, StrictStr, field_validator
+from pydantic import AfterValidator, Field, StrictInt, StrictStr, field_validator
 
 from rageval.benchmark.schema import ChunkingConfig, Level, TokenizerName
 from rageval.errors import MeasureError
@@ -16,6 +17,30 @@ from rageval.retrieval.schema import RetrievalConfig
 from rageval.validation import Slug, Strict
 
 CONFIG_VERSION = 1
+# The largest count a run configuration may give for a depth (final_k, the diagnostics' depth):
+# deeper is a typo, and every rank down to it is scored.
+MAX_K = 10_000
+# The longest configuration, sweep or member name: it becomes an MLflow run name (up to 250
+# characters), ``<sweep>/<member>@<split>`` for a sweep member, and a tag.
+MAX_NAME = 100
+
+
+def _run_name(value: str) -> str:
+    """A name a run is recorded under: one line of visible text, no path separator."""
+    if len(value) > MAX_NAME:
+        raise ValueError(f"the name is {len(value)} characters long, more than {MAX_NAME}: shorten it")
+    if value.strip() != value or any(unicodedata.category(c)[0] in "CZ" and c != " " for c in value):
+        raise ValueError(
+            "the name holds control, invisible or surrounding whitespace characters: "
+            "write it with letters, digits, '-', '_' and '.'"
+        )
+    if "/" in value or "\\" in value or value in (".", ".."):
+        raise ValueError("the name holds a path separator (or is . or ..): write it with letters, digits, '-', '_' and '.'")
+    return value
+
+
+# A configuration's, sweep's or member's name (refused before any run starts where it cannot be recorded).
+RunName = Annotated[Slug, AfterValidator(_run_name)]
 
 
 class ContextConfig(Strict):
@@ -51,7 +76,7 @@ class EvaluationConfig(Strict):
         default=1, ge=1, description="lowest grade that counts as relevant for binary measures"
     )
     gain: Gain = Field(default="grade", description="nDCG gain: the grade, or 2^grade - 1")
-    depth: StrictInt = Field(default=10, ge=1, description="depth of the Judged@k, unjudged and tie-rate diagnostics")
+    depth: StrictInt = Field(default=10, ge=1, le=MAX_K, description="depth of the Judged@k, unjudged and tie-rate diagnostics")
     abstain_below: float | None = Field(
         default=None, description="top score below which retrieval abstains (unanswerable contract); null: not measured"
     )
@@ -61,12 +86,12 @@ class RunConfig(Strict):
     """A run configuration (``params/*.yaml``)."""
 
     version: Literal[1] = Field(description="configuration schema version")
-    name: Slug
+    name: RunName
     description: StrictStr | None = None
     benchmark: StrictStr = Field(description="benchmark folder, relative to this file")
     split: Slug
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     retrieval: RetrievalConfig
-    final_k: StrictInt = Field(default=10, gt=0, description="chunks in the final context")
+    final_k: StrictInt = Field(default=10, gt=0, le=MAX_K, description="chunks in the final context")
     context: ContextConfig = Field(default_factory=ContextConfig)
     evaluation: EvaluationConfig

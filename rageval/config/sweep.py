@@ -19,13 +19,15 @@ from pydantic import AfterValidator, Field, StrictInt, StrictStr, ValidationErro
 
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import dump_config, load_config
-from rageval.config.schema import RunConfig
+from rageval.config.schema import RunConfig, RunName
 from rageval.errors import ConfigError, InputError, Problem
 from rageval.io import read_yaml
 from rageval.validation import Slug, Strict, problems_from_validation, shorten
 
 # More members than this is a typo or a generated grid, not a sweep anyone runs (each member is a run).
 MAX_MEMBERS = 1000
+# Notebooks run at once: each is a kernel process with its own copy of the models and indexes.
+MAX_WORKERS = 64
 
 
 def _writable(value: Any) -> Any:
@@ -43,7 +45,7 @@ OverrideValue = Annotated[Any, AfterValidator(_writable)]
 
 
 class Variant(Strict):
-    name: Slug
+    name: RunName
     set: dict[StrictStr, OverrideValue] = Field(
         default_factory=dict, description="key.path → value, as `rageval run --set`"
     )
@@ -53,7 +55,7 @@ class SweepConfig(Strict):
     """``params/sweeps/*.yaml``."""
 
     version: Literal[1]
-    name: Slug
+    name: RunName
     description: StrictStr | None = None
     base: StrictStr = Field(description="params file, relative to this file")
     grid: dict[StrictStr, list[OverrideValue]] = Field(
@@ -62,7 +64,7 @@ class SweepConfig(Strict):
     variants: list[Variant] = Field(default_factory=list)
     benchmark: StrictStr | None = Field(default=None, description="benchmark folder, relative to this file (or ~/...)")
     split: Slug | None = None
-    workers: StrictInt = Field(default=1, ge=1)
+    workers: StrictInt = Field(default=1, ge=1, le=MAX_WORKERS, description="notebooks run at once")
 
     @field_validator("grid")
     @classmethod

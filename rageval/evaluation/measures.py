@@ -50,7 +50,28 @@ def parse_measure(text: str) -> Measure:
                 f"(aliases: {', '.join(f'{a}→{b}' for a, b in ALIASES.items())})",
             )
         ) from None
+    wrong = _parameter_problem(measure)
+    if wrong:
+        raise MeasureError(Problem(file="<measures>", field="measures", message=f"measure {text!r}: {wrong[0]}", fix=wrong[1]))
     return Measure(text=text.strip(), measure=measure)
+
+
+# Parameters that count: a cut-off is a rank, ``rel`` a grade. ir-measures takes any number for them
+# (``P@1.5`` computes P@1, ``P@0`` divides by zero), so they are checked here, before anything runs.
+_COUNTS = {"cutoff": 1, "rel": 0}
+
+
+def _parameter_problem(measure: ir_measures.measures.Measure) -> tuple[str, str] | None:
+    """What is wrong with a counting parameter of ``measure`` (message, fix), or None."""
+    for name, least in _COUNTS.items():
+        value = measure.params.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            what = "a positive integer" if least == 1 else f"an integer >= {least}"
+            example = "@10" if name == "cutoff" else "(rel=2)"
+            return f"{name} {value!r} is not {what}", f"write the {name} as {what}, e.g. {measure.NAME}{example}"
+    return None
 
 
 def parse_measures(texts: Iterable[str]) -> list[Measure]:

@@ -58,7 +58,8 @@ class Evidence:
 
     def subset(self, queries: Iterable[str]) -> Evidence:
         """The spans of ``queries`` only."""
-        wanted = [q for q in self.queries if q in set(queries)]
+        chosen = set(queries)
+        wanted = [q for q in self.queries if q in chosen]
         keep = pd.Index(self.query, dtype=object).isin(wanted)
         return Evidence(
             tuple(wanted), self.query[keep], self.document[keep], self.start[keep], self.end[keep], self.grade[keep]

@@ -1,10 +1,11 @@
 """The pool on disk and the labels that come back: ``pool.json`` and the blind sheets
 (``sheet.csv``, ``sheet.jsonl``) written, assessors' filled sheets imported into labels, and
-``labels.jsonl`` written and read."""
+``labels.jsonl`` written and read. A sheet's CSV is made safe to open in a spreadsheet: a cell that
+would start a formula (``=``, ``+``, ``-``, ``@``, a tab) gets a leading apostrophe
+(:func:`rageval.safety.csv_bytes`), which the import takes off again."""
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Sequence
 from functools import partial
@@ -30,6 +31,7 @@ from rageval.judging.schema import (
     outside_rubric,
     valid_rows,
 )
+from rageval.safety import csv_bytes, neutralise_formula
 from rageval.validation import problems_from_validation, shorten
 
 # A labels frame: one row per assessor and item; ``source`` is the sheet's file:line.
@@ -47,14 +49,25 @@ def write_pool(result: Pool, out: str | Path) -> dict[str, Path]:
     paths = {"pool": folder / POOL_FILE, "csv": folder / SHEET_CSV, "jsonl": folder / SHEET_JSONL}
     paths["pool"].write_text(result.manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
     rows = [row.model_dump(mode="json") for row in result.sheet]
-    with paths["csv"].open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=SHEET_COLUMNS)
-        writer.writeheader()
-        writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
+    paths["csv"].write_bytes(sheet_csv(result.sheet))
     with paths["jsonl"].open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return paths
+
+
+def sheet_csv(rows: Sequence[SheetRow]) -> bytes:
+    """An assessment sheet as CSV (``SHEET_COLUMNS``), every text cell safe to open in a spreadsheet."""
+    frame = pd.DataFrame([row.model_dump(mode="json") for row in rows], columns=SHEET_COLUMNS, dtype=object)
+    return csv_bytes(frame.where(frame.notna(), ""))
+
+
+def restored(value: object) -> object:
+    """A cell of a sheet's CSV as it was before :func:`sheet_csv` neutralised it: ``'=x`` → ``=x``
+    (a spreadsheet drops the apostrophe itself on saving; a text editor keeps it)."""
+    if isinstance(value, str) and value.startswith("'") and neutralise_formula(value[1:]) == value:
+        return value[1:]
+    return value
 
 
 def read_pool(path: str | Path) -> PoolManifest:
@@ -90,6 +103,7 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
         before, errors = len(labels), len(problems)
         rows, read_problems = read_table(path)
         problems.extend(read_problems)
+        rows = [(line, {key: restored(value) for key, value in row.items()}) for line, row in rows]
         for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"], check=check):
             if row.grade is not None:  # a row without a grade is context, not a label
                 where = f"{path}:{line}"

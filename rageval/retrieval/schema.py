@@ -5,11 +5,18 @@ stage classes in :mod:`rageval.retrieval.pipeline` is checked against them.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
 from rageval.validation import Strict
+
+# Query parameters of a URL that hold a credential (``?api_key=…``): refused like ``user:pass@``.
+_SECRET_PARAMETER = re.compile(
+    r"(?i)(?:api[_-]?key|apikey|key|token|access[_-]?token|auth|password|passwd|pwd|secret|client[_-]?secret|"
+    r"sig|signature|x-amz-signature|x-amz-credential)"
+)
 
 
 class BM25TokenizerConfig(Strict):
@@ -215,6 +222,12 @@ class HttpConfig(StageBase):
         if url.userinfo:
             # The URL is recorded with the run: a password in it would be too.
             raise ValueError("the URL carries credentials; pass them as a header with headers_from_env")
+        secret = sorted({name for name in url.params if _SECRET_PARAMETER.fullmatch(name)})
+        if secret:  # named, never their values
+            raise ValueError(
+                f"the URL carries credentials in its query ({', '.join(secret)}); pass them as a header with "
+                "headers_from_env"
+            )
         return value
 
 

@@ -8,8 +8,6 @@ identity; the judge's reasons and evidence stay in the output folder beside the 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,8 +33,8 @@ from rageval.judging.calibration import (
 )
 from rageval.judging.judges import Judge, SimilarityBackend, load_judge
 from rageval.judging.prelabel import Prelabels, detail, prelabel, review_sheet
-from rageval.judging.schema import SHEET_COLUMNS, PoolManifest
-from rageval.judging.sheets import read_pool, write_labels
+from rageval.judging.schema import PoolManifest
+from rageval.judging.sheets import read_pool, sheet_csv, write_labels
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
 from rageval.tracking.records import KIND_TAG, NOTE_TAG
@@ -323,12 +321,7 @@ def execute_prelabel(
     with paths["detail"].open("w", encoding="utf-8") as handle:
         for row in detail(result):
             handle.write(json.dumps(row, ensure_ascii=False, default=_plain) + "\n")
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=SHEET_COLUMNS)
-    writer.writeheader()
-    for row in review_sheet(result, bench):
-        writer.writerow({k: ("" if v is None else v) for k, v in row.model_dump().items()})
-    paths["review"].write_text(buffer.getvalue(), encoding="utf-8")
+    paths["review"].write_bytes(sheet_csv(review_sheet(result, bench)))
 
     summary = result.summary()
     run_id = tracker.create_run(

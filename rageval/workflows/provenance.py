@@ -10,14 +10,20 @@ changes out of ``git status`` in the first place.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
+from rageval.config.schema import RunConfig
 from rageval.errors import RagevalError
+from rageval.hashing import sha256_bytes
+from rageval.paths import source_checkout
+from rageval.retrieval.schema import PluginConfig, RunFileConfig
 
 RAGEVAL_VERSION = version("rageval")
 
@@ -81,11 +87,20 @@ def dirty_files(path: Path) -> list[str] | None:
     if top_done is None:
         return None
     top = Path(top_done.stdout.decode().strip())
-    status = _git(top, "status", "--porcelain=v1", "-z", "--untracked-files=no")
+    status = _status(top, "--untracked-files=no")
+    return None if status is None else sorted(name for _, name in status)
+
+
+def _status(top: Path, *args: str) -> list[tuple[str, str]] | None:
+    """``git status`` of the checkout at ``top`` (``args``: options, then pathspecs) as (code, path)
+    pairs, leaving out notebooks changed only in outputs, counts or metadata; None if git failed."""
+    # A notebook whose stat data git cannot trust is cleaned through nbstripout (a Python process)
+    # before it compares: seconds each on a loaded machine, so the status gets more than 10.
+    status = _git(top, "status", "--porcelain=v1", "-z", *args, timeout=60)
     if status is None:
         return None
     entries = status.stdout.decode("utf-8", "surrogateescape").split("\0")
-    files: list[str] = []
+    files: list[tuple[str, str]] = []
     index = 0
     while index < len(entries):
         entry = entries[index]
@@ -95,10 +110,10 @@ def dirty_files(path: Path) -> list[str] | None:
         code, name = entry[:2], entry[3:]
         if "R" in code or "C" in code:
             index += 1  # a rename's or copy's source path follows
-        elif name.endswith(".ipynb") and "D" not in code and "A" not in code and _output_only(top, name):
+        elif name.endswith(".ipynb") and not {"D", "A", "?"} & set(code) and _output_only(top, name):
             continue
-        files.append(name)
-    return sorted(files)
+        files.append((code, name))
+    return files
 
 
 @dataclass(frozen=True)
@@ -147,7 +162,7 @@ class Checkout:
             "--no-textconv",
             "--",
             *(f":(top,literal){f}" for f in self.files),
-            timeout=30,
+            timeout=60,  # the clean filter runs per changed notebook: seconds each under load
         )
         return done.stdout if done is not None else b""
 
@@ -206,3 +221,162 @@ def install_notebook_filter(path: Path, python: str | None = None) -> dict[str, 
         if _git(path, "config", "--local", key, value) is None:
             raise RagevalError(f"git config --local {key} failed in {top.stdout.decode().strip()}")
     return settings
+
+
+# --- A run's origin: rageval's own revision, and the team repository holding the params file ------
+
+
+def _top(path: Path) -> Path | None:
+    done = _git(path, "rev-parse", "--show-toplevel")
+    return Path(done.stdout.decode().strip()).resolve() if done is not None else None
+
+
+def run_inputs(config_file: Path, config: RunConfig) -> list[Path]:
+    """The files a run reads besides rageval: the params file, the benchmark folder, run files,
+    and the modules of plugin stages (found without importing them where they are top-level)."""
+    paths = [config_file.resolve(), Path(config.benchmark)]
+    for stage in config.retrieval.stages:
+        if isinstance(stage, RunFileConfig):
+            paths.append(Path(stage.path))
+        elif isinstance(stage, PluginConfig):
+            module = stage.entrypoint.partition(":")[0]
+            try:
+                spec = importlib.util.find_spec(module)
+            except (ImportError, ValueError):
+                continue  # the run's preflight names an unimportable plugin
+            if spec is not None and spec.origin and spec.origin not in ("built-in", "frozen"):
+                origin = Path(spec.origin)
+                paths.append(origin.parent if origin.name == "__init__.py" else origin)
+    return paths
+
+
+def changed_inputs(top: Path, paths: Sequence[Path]) -> list[tuple[str, str]] | None:
+    """The (code, path) of those ``paths`` (files or folders) inside the checkout at ``top`` that are
+    modified or untracked (code ``??``); ignored files are not listed. None if git failed."""
+    inside = []
+    for path in paths:
+        try:
+            inside.append(path.resolve().relative_to(top).as_posix())
+        except ValueError:
+            continue  # outside the repository: its hashes are the record (the benchmark's are)
+    if not inside:
+        return []
+    return _status(top, "--untracked-files=all", "--", *(f":(top,literal){p}" for p in inside))
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a run came from, read once: the repository holding its params file (``project``, the
+    whole tracked tree as :class:`Checkout` reads it), which of the run's own files in it are
+    modified or untracked (``inputs``: params, benchmark, plugins), and rageval's own checkout
+    (``source``; None for an installed rageval). Tags, warning and patch all come from it."""
+
+    project: Checkout
+    top: Path | None  # the project's root; None outside git
+    inputs: list[tuple[str, str]] | None  # None outside git
+    source: Checkout | None
+
+    @property
+    def untracked(self) -> list[str]:
+        return sorted(name for code, name in self.inputs or [] if code == "??")
+
+    @property
+    def files(self) -> list[str]:
+        """The project's dirty files: tracked changes anywhere, and the run's untracked inputs."""
+        return sorted({*(self.project.files or []), *self.untracked})
+
+    @property
+    def same_repository(self) -> bool:
+        """rageval runs from the very checkout that holds the params file."""
+        return self.source is not None and self.top is not None and _top(self.source.path) == self.top
+
+    @property
+    def warning(self) -> str | None:
+        """The warning a run prints first when the project or rageval's checkout is dirty."""
+        parts = []
+        if self.files:
+            parts.append(f"the working tree has uncommitted changes in {', '.join(self.files)}")
+        source = self.source
+        if source is not None and source.files and not self.same_repository:
+            parts.append(f"rageval's checkout {source.path} has uncommitted changes in {', '.join(source.files)}")
+        return f"warning: {'; '.join(parts)}; this run is recorded as dirty with their diff" if parts else None
+
+    def tags(self) -> dict[str, str]:
+        """``rageval.git.*`` (the project, its untracked inputs counted dirty), ``rageval.project.*``
+        (the run's own files only) and ``rageval.source.*`` (rageval's checkout, or "installed")."""
+        if self.project.commit is None or self.inputs is None or self.top is None:
+            tags = {
+                **self.project.tags(),
+                "rageval.project.root": "unknown",
+                "rageval.project.commit": "unknown",
+                "rageval.project.dirty": "unknown",
+            }
+        else:
+            changed = sorted(name for _, name in self.inputs)
+            tags = {
+                **Checkout(self.project.path, self.project.commit, self.files).tags(),
+                "rageval.project.root": str(self.top),
+                "rageval.project.commit": self.project.commit,
+                "rageval.project.dirty": str(bool(changed)).lower(),
+                **({"rageval.project.dirty_files": _files_tag(changed)} if changed else {}),
+            }
+        return {**tags, **source_tags(self.source)}
+
+    def diff(self) -> bytes:
+        """The project's uncommitted changes (:meth:`Checkout.diff`) and its untracked inputs as
+        new-file patches, so that ``git apply`` on the commit restores what the run read."""
+        tracked = Checkout(self.project.path, self.project.commit, self.project.files).diff()
+        if self.top is None:
+            return tracked
+        return tracked + b"".join(_new_file_patch(self.top, name) for name in self.untracked)
+
+
+def _new_file_patch(top: Path, name: str) -> bytes:
+    try:
+        done = subprocess.run(
+            ["git", "diff", "--no-index", "--binary", "--no-ext-diff", "--no-textconv", "--", "/dev/null", name],
+            cwd=top,
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return b""
+    return done.stdout if done.returncode in (0, 1) else b""  # 1: there are differences
+
+
+def source_tags(source: Checkout | None) -> dict[str, str]:
+    """rageval's own revision: the commit and dirtiness of its checkout (with the sha256 of its
+    uncommitted diff when dirty), or "installed"."""
+    if source is None or source.commit is None or source.files is None:
+        return {"rageval.source.commit": "installed", "rageval.source.dirty": "installed"}
+    dirty = {
+        "rageval.source.dirty_files": _files_tag(source.files),
+        "rageval.source.diff_sha256": sha256_bytes(source.diff()),
+    }
+    return {
+        "rageval.source.commit": source.commit,
+        "rageval.source.dirty": str(bool(source.files)).lower(),
+        **(dirty if source.files else {}),
+    }
+
+
+def rageval_source() -> Checkout | None:
+    """The git state of rageval's own code in the checkout it runs from, its dirty files those of
+    the package (an edited doc or test is no other rageval); None for an installed rageval."""
+    folder = source_checkout()
+    top = _top(folder) if folder is not None else None
+    if folder is None or top is None:
+        return None
+    state = checkout(folder)
+    package = (folder / "rageval").resolve().relative_to(top).as_posix() + "/"
+    files = None if state.files is None else [f for f in state.files if f.startswith(package)]
+    return Checkout(state.path, state.commit, files)
+
+
+def origin(config_file: Path, config: RunConfig) -> Origin:
+    """The origin of a run of ``config`` read from ``config_file`` (see :class:`Origin`)."""
+    folder = config_file.resolve().parent
+    project = checkout(folder)
+    top = _top(folder) if project.commit is not None else None
+    inputs = changed_inputs(top, run_inputs(config_file, config)) if top is not None else None
+    return Origin(project, top, inputs, rageval_source())

@@ -19,6 +19,7 @@ from rageval.benchmark.querylog import (
     build_query_set,
     case_lines,
     load_query_policy,
+    log_name,
     query_lines,
     read_log,
 )
@@ -83,7 +84,7 @@ def execute_query_import(
         "authorization": policy.authorization,
         "source": policy.source,
         "access": list(policy.access),
-        "log": {"file": str(log), "sha256": sha256_file(log)},
+        "log": {"file": log_name(log), "sha256": sha256_file(log)},
         "redaction": {
             "rules": policy.redaction.rules,
             "version": policy.redaction.version,

@@ -1,13 +1,18 @@
 """``rageval reproduce RUN``: re-execute a sealed run from its record and compare.
 
 What a run records is enough to run it again: its resolved configuration (``config.yaml``), the
-benchmark's path, version and content hashes, and the git commit of the code. Reproduction
+benchmark's path, version and content hashes, the commit of the repository holding its params
+file (the project: a team's repository, or the rageval checkout itself) and rageval's own
+revision (version, and its checkout's commit and dirtiness, or "installed"). Reproduction
 
 1. refuses a run that is not sealed or no longer verifies (tampered), a run made from a dirty
    working tree (unless ``allow_dirty``: then its recorded ``git/diff.patch`` is applied), a
-   commit this repository does not have, and a benchmark whose hashes changed since;
-2. checks the commit out into a temporary git worktree and runs the configuration there, with
-   that commit's code and notebook, into the same tracking store (a new sealed run);
+   commit this repository does not have, a benchmark whose hashes changed since, and — when the
+   params lived outside rageval's checkout (a team's repository) — a rageval other than the one
+   that made the run (version, checkout commit, uncommitted changes), naming both;
+2. checks the project commit out into a temporary git worktree and runs the configuration there,
+   into the same tracking store (a new sealed run): with that commit's code when the project is
+   the rageval checkout, else with this rageval; a benchmark inside the project is the commit's;
 3. compares the two runs stage by stage: identical rankings are required of deterministic stages;
    for stages downstream of a neural model (dense, rerank) the largest score difference and the
    queries whose ranking changed are reported;
@@ -31,17 +36,21 @@ import numpy as np
 import pandas as pd
 
 from rageval.benchmark.loading import load_benchmark
-from rageval.config.load import config_from_yaml
+from rageval.config.load import config_from_yaml, dump_config
+from rageval.config.schema import RunConfig
 from rageval.errors import ReproductionError
 from rageval.experiment.stages import CONTEXT_STAGE
+from rageval.paths import source_checkout
 from rageval.retrieval.pipeline import stage_inputs
 from rageval.retrieval.schema import StageConfig
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
+from rageval.workflows.provenance import RAGEVAL_VERSION, rageval_source, source_tags
 
 NEURAL_TYPES = {"dense", "rerank"}
 SCORE_TOLERANCE = 1e-4
+REPRODUCE_CONFIG = "rageval-reproduce.yaml"
 # Metrics that describe how a run went, not what it found: they may differ on a faithful re-run.
 NOT_RESULTS = ("time_s/", "latency/", "cache/", "external_calls", "release_evaluations")
 
@@ -135,19 +144,17 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
             f"run {run_id} was made from a dirty working tree (commit {commit[:12]} plus uncommitted changes)",
             fix="pass --allow-dirty to re-apply the diff the run recorded, and have the reproduction marked so",
         )
-    repo = Path(repo or _git(Path.cwd(), "rev-parse", "--show-toplevel", check=False).stdout.strip() or Path.cwd())
-    if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode != 0:
-        raise ReproductionError(
-            f"commit {commit} of run {run_id} is not in the repository at {repo}",
-            fix="fetch it (git fetch --all), or run reproduce inside the checkout that made the run",
-        )
+    # A run whose rageval came from elsewhere than the project's commit re-runs with this rageval.
+    own_code = info.tags.get("rageval.source.commit", commit) == commit
+    if not own_code:
+        check_rageval(run_id, info.tags)
+    repo = _repository(run_id, commit, info.tags, repo)
 
     patch = b""
     with tempfile.TemporaryDirectory(prefix="rageval-reproduce-") as tmp:
         tmp_path = Path(tmp)
         config_text = tracker.download_sealed(run_id, "config.yaml", tmp_path / "original").read_text()
         config = config_from_yaml(config_text)
-        _check_benchmark(run_id, info.tags, config.benchmark)
         worktree = tmp_path / "worktree"
         _git(repo, "worktree", "add", "--detach", str(worktree), commit)
         try:
@@ -156,10 +163,15 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
                 patch = patch_file.read_bytes()
                 if patch:
                     _git(worktree, "apply", "--whitespace=nowarn", str(patch_file))
-            # Inside the worktree (untracked, so not "dirty"): the new run records the same commit.
-            config_file = worktree / "rageval-reproduce.yaml"
+            config, config_text = _commit_benchmark(config, config_text, info.tags, worktree)
+            _check_benchmark(run_id, info.tags, config.benchmark)
+            # Inside the worktree, so that the new run records the same commit (and git-ignored
+            # there, so that it is not a dirty input: see _run_in).
+            config_file = worktree / REPRODUCE_CONFIG
             config_file.write_text(config_text)
-            new_run = _run_in(worktree, config_file, tracker.uri, tracker.experiment_name(info.experiment_id))
+            new_run = _run_in(
+                worktree, config_file, tracker.uri, tracker.experiment_name(info.experiment_id), own_code=own_code
+            )
         finally:
             _git(repo, "worktree", "remove", "--force", str(worktree), check=False)
 
@@ -183,6 +195,63 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
     return result
 
 
+def _describe(version: str, tags: dict[str, str]) -> str:
+    commit = tags.get("rageval.source.commit", "unknown")
+    if commit == "installed":
+        return f"rageval {version} (installed)"
+    state = "clean" if tags.get("rageval.source.dirty") == "false" else (
+        f"uncommitted changes, diff sha256 {tags.get('rageval.source.diff_sha256', 'unknown')[:12]}"
+    )
+    return f"rageval {version} (checkout commit {commit[:12]}, {state})"
+
+
+def check_rageval(run_id: str, tags: dict[str, str]) -> None:
+    """Refuse, naming both, when this rageval is not the one that made the run: its version, and
+    its checkout's commit and uncommitted diff (or both installed)."""
+    recorded = {k: tags.get(k) for k in _SOURCE_KEYS}
+    now = source_tags(rageval_source())
+    if tags.get("rageval.version") == RAGEVAL_VERSION and all(now.get(k) == v for k, v in recorded.items()):
+        return
+    made, this = _describe(tags.get("rageval.version", "unknown"), tags), _describe(RAGEVAL_VERSION, now)
+    raise ReproductionError(
+        f"run {run_id} was made with {made}; this is {this}",
+        fix="install the rageval that made the run (pip install rageval==VERSION, or check out its commit in "
+        "the rageval checkout and undo local changes), then run reproduce again",
+    )
+
+
+_SOURCE_KEYS = ("rageval.source.commit", "rageval.source.dirty", "rageval.source.diff_sha256")
+
+
+def _repository(run_id: str, commit: str, tags: dict[str, str], repo: Path | None) -> Path:
+    """The repository to check ``commit`` out of: ``repo``, else the one holding the working
+    directory, else the project the run recorded (when the working directory's lacks the commit)."""
+    candidates = [repo] if repo else [
+        Path(_git(Path.cwd(), "rev-parse", "--show-toplevel", check=False).stdout.strip() or Path.cwd()),
+        *([Path(tags["rageval.project.root"])] if Path(tags.get("rageval.project.root", "unknown")).is_dir() else []),
+    ]
+    for candidate in candidates:
+        if _git(candidate, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode == 0:
+            return candidate
+    raise ReproductionError(
+        f"commit {commit} of run {run_id} is not in the repository at {candidates[0]}",
+        fix="fetch it (git fetch --all), or run reproduce inside the repository that made the run",
+    )
+
+
+def _commit_benchmark(config: RunConfig, text: str, tags: dict[str, str], worktree: Path) -> tuple[RunConfig, str]:
+    """A benchmark inside the project is read from the checked-out commit (its hashes are still
+    checked against the run's); one outside it, from where the run read it."""
+    try:
+        inside = Path(config.benchmark).relative_to(tags.get("rageval.project.root", "unknown"))
+    except ValueError:
+        return config, text
+    if not (worktree / inside).is_dir():
+        return config, text
+    moved = config.model_copy(update={"benchmark": str(worktree / inside)})
+    return moved, dump_config(moved)
+
+
 def _check_benchmark(run_id: str, tags: dict[str, str], path: str) -> None:
     if not Path(path).is_dir():
         raise ReproductionError(
@@ -197,8 +266,10 @@ def _check_benchmark(run_id: str, tags: dict[str, str], path: str) -> None:
         )
 
 
-def _run_in(worktree: Path, config_file: Path, tracking_uri: str, experiment: str) -> str:
-    """Run the configuration with the worktree's code (first on the path) and notebook."""
+def _run_in(worktree: Path, config_file: Path, tracking_uri: str, experiment: str, *, own_code: bool) -> str:
+    """Run the configuration from the worktree (first on the path: the commit's code when the
+    project is the rageval checkout, the team's plugin modules otherwise). Without the project's
+    own code it runs with this rageval, whose checkout (if any) is put after the worktree."""
     script = (
         "import json, sys\n"
         "try:\n"
@@ -211,9 +282,20 @@ def _run_in(worktree: Path, config_file: Path, tracking_uri: str, experiment: st
         "    outcome = execute_run(sys.argv[1], tracker=Tracker(sys.argv[2]), experiment=sys.argv[3])\n"
         "print(json.dumps({'run_id': outcome.run_id}))\n"
     )
+    this = [] if own_code or source_checkout() is None else [str(source_checkout())]
+    exclude = worktree.parent / "exclude"
+    exclude.write_text(f"/{REPRODUCE_CONFIG}\n")
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(worktree), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        "PYTHONPATH": os.pathsep.join([str(worktree), *this, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        # For this process's git only: the configuration file is ignored, and the notebooks, fresh
+        # from the commit (whose copies are stripped already), are compared as they are rather than
+        # through nbstripout (a Python process per notebook on the first `git status`).
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "core.excludesFile",
+        "GIT_CONFIG_VALUE_0": str(exclude),
+        "GIT_CONFIG_KEY_1": "filter.nbstripout.clean",
+        "GIT_CONFIG_VALUE_1": "cat",
     }
     done = subprocess.run(
         [sys.executable, "-c", script, str(config_file), tracking_uri, experiment],

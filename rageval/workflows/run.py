@@ -41,7 +41,7 @@ from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.kernels import WarmKernel
 from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
-from rageval.workflows.provenance import RAGEVAL_VERSION, Checkout, checkout
+from rageval.workflows.provenance import RAGEVAL_VERSION, Origin, origin
 
 if TYPE_CHECKING:
     from rageval.experiment.run import ExperimentResult
@@ -119,12 +119,13 @@ def run_tags(
     benchmark: Benchmark,
     config_file: Path,
     family: str | None = None,
-    source: Checkout | None = None,
+    source: Origin | None = None,
 ) -> dict[str, str]:
-    """An evaluation run's tags; ``source``: the git state of the config's checkout, if read already."""
+    """An evaluation run's tags; ``source``: the run's origin (the params file's repository and
+    rageval's own checkout, :func:`~rageval.workflows.provenance.origin`), if read already."""
     level = evaluation_level(config, benchmark)
     return {
-        **(source or checkout(config_file.resolve().parent)).tags(),
+        **(source or origin(config_file, config)).tags(),
         "rageval.version": RAGEVAL_VERSION,
         KIND_TAG: "evaluation",
         "rageval.config.name": config.name,
@@ -346,7 +347,7 @@ def _execute_run(
     experiment = experiment or bench.spec.name
     config_yaml = dump_config(config)
     label = label or config_label(config.name, recorded_overrides)
-    source = checkout(config_file.resolve().parent)  # read once: tags, warning and patch
+    source = origin(config_file, config)  # read once: tags, warning and patch
     if warn is not None and source.warning:
         warn(source.warning)
     all_tags = {**run_tags(config, bench, config_file, family, source), "rageval.config.label": label, **(tags or {})}

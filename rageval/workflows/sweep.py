@@ -26,7 +26,7 @@ from typing import Any, Literal, TextIO
 import pandas as pd
 
 from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.config.sweep import Sweep, load_sweep
+from rageval.config.sweep import MAX_WORKERS, Sweep, load_sweep
 from rageval.errors import ConfigError, Problem, SweepError
 from rageval.evaluation import parse_measure
 from rageval.paths import default_notebook
@@ -264,8 +264,14 @@ def run_sweep(
 
     sweep, nb, bench = check_sweep(path, release=release, notebook=notebook, notebook_parameters=notebook_parameters)
     workers = workers or sweep.spec.workers
-    if workers < 1:
-        raise ConfigError(Problem(file="--workers", message=f"workers must be at least 1 (got {workers})"))
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ConfigError(
+            Problem(
+                file="--workers",
+                message=f"workers must be between 1 and {MAX_WORKERS} (got {workers})",
+                fix=f"give --workers 1 to {MAX_WORKERS}: each worker is a notebook kernel of its own",
+            )
+        )
     # One warm kernel per worker, each replaced as a member takes it: a member's kernel starts (and
     # imports its stages) while the members before it run.
     kernels = KernelPool(nb.parent, workers, total=len(sweep.members), preload=sweep_preload(sweep))

@@ -72,7 +72,7 @@ def html_blocks(node: Tag, steps: frozenset[str], counts: dict[str, int]) -> Ite
     inline: list[str] = []
 
     def flush() -> Iterator[str]:
-        text = " ".join(" ".join(inline).split())
+        text = " ".join("".join(inline).split())
         inline.clear()
         if text:
             yield text
@@ -97,7 +97,7 @@ def html_blocks(node: Tag, steps: frozenset[str], counts: dict[str, int]) -> Ite
         elif child.name in BLOCKS:
             yield from html_blocks(child, steps, counts)
         else:
-            inline.append(child.get_text(" "))
+            inline.append(child.get_text())  # inline: no separator, as a browser shows it
     yield from flush()
 
 

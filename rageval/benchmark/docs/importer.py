@@ -34,6 +34,7 @@ from rageval.benchmark.schema import (
     Judgment,
 )
 from rageval.benchmark.spans import locate
+from rageval.errors import BenchmarkError, Problem
 from rageval.hashing import sha256_text
 from rageval.progress import SILENT, Reporter
 
@@ -115,6 +116,15 @@ def _options(request: DocsImport) -> tuple[tuple[str, ...], TreeOptions]:
 
 def import_docs(request: DocsImport, reporter: Reporter = SILENT) -> ImportReport:
     """Import the tree (a re-import where ``request.previous`` is given); see the module."""
+    previous = request.previous
+    if previous is not None and request.version == previous.spec.version:
+        raise BenchmarkError(
+            Problem(
+                file="--version",
+                message=f"'{request.version}' is the version of --previous itself",
+                fix="versions are append-only: give the re-import a new version",
+            )
+        )
     reporter.step(f"read pages under {request.source}")
     tree = find_pages(request.source)
     steps, options = _options(request)
@@ -133,9 +143,8 @@ def import_docs(request: DocsImport, reporter: Reporter = SILENT) -> ImportRepor
     }
     report = ImportReport(request.out, len(documents), spec["preprocessing"], counts, tree.skipped)
     cases: list[Case] = []
-    if request.previous is not None:
+    if previous is not None:
         reporter.step("compare with the previous version")
-        previous = request.previous
         today = request.today or dt.date.today()
         cases = _carry_over(previous, documents, corpus_version, today, request.version, report)
         spec["splits"] = list(previous.spec.splits)

@@ -32,7 +32,7 @@ __all__ = ["PageContext", "parser", "render_markdown"]
 # `## Title { #anchor }`, `{#id .class}`, `{: #id }`: an attribute list ending a heading.
 ANCHOR = re.compile(r"\s*\{:?\s*[#.][^{}]*\}\s*$")
 # mkautodoc / mkdocstrings: `::: package.name` (its option lines follow, indented, starting with ':').
-AUTODOC = re.compile(r"^:::\s+(\S+)\s*$")
+AUTODOC = re.compile(r"^\s*:::\s+(\S+)\s*$")
 # The blocks a step converts wherever they stand (in a list item or a quote too).
 CONVERTED = ("admonition_open", "container_blocks_open", "table_open", "html_block", "front_matter")
 
@@ -52,8 +52,33 @@ def render_markdown(source: str, context: PageContext) -> str:
     """The page's text after the steps; the title, front matter and problems land in ``context``."""
     lines = source.splitlines()
     tokens = parser().parse(source)
+    if "html-as-text" in context.steps:
+        _drop_inline_html(tokens, lines, context)
     blocks = [text for start, end in _top_level(tokens) if (text := _block(tokens[start:end], lines, context))]
     return "\n\n".join(blocks)
+
+
+def _drop_inline_html(tokens: Sequence[Token], lines: list[str], context: PageContext) -> None:
+    """Remove inline HTML tags (``<a href=…>``, ``</a>``) from the source lines of the prose they
+    stand in, wherever it is (a list item too); code spans and blocks keep theirs."""
+    for token in tokens:
+        if token.type != "inline" or token.map is None or not token.children:
+            continue
+        if not any(child.type == "html_inline" for child in token.children):
+            continue
+        start, end = token.map
+        text = "\n".join(lines[start:end])
+        at = 0
+        for child in token.children:  # in order: a tag is removed, any other text is stepped over
+            found = text.find(child.content, at) if child.content else -1
+            if found < 0:
+                continue
+            if child.type == "html_inline":
+                text, at = text[:found] + text[found + len(child.content) :], found
+            else:
+                at = found + len(child.content)
+        lines[start:end] = text.split("\n")
+        context.count("inline-html")
 
 
 def _top_level(tokens: Sequence[Token]) -> list[tuple[int, int]]:
@@ -98,19 +123,22 @@ def _verbatim(tokens: Sequence[Token], lines: Sequence[str], context: PageContex
     start = first.map[0]
     out = list(lines[start : first.map[1]])
     index = 1
-    splices = []
+    splices: list[tuple[list[int], str, bool]] = []
     while index < len(tokens):
         token = tokens[index]
         end = _close(tokens, index)
-        if token.type in CONVERTED and token.map is not None and _converts(token, context):
-            splices.append((token.map, _block(tokens[index : end + 1], lines, context)))
+        if token.type == "paragraph_open" and token.map is not None and _directives(_source(lines, token), context):
+            splices.append((token.map, _paragraph(tokens[index : end + 1], lines, context), False))
+            index = end + 1
+        elif token.type in CONVERTED and token.map is not None and _converts(token, context):
+            splices.append((token.map, _block(tokens[index : end + 1], lines, context), True))
             index = end + 1
         else:
             index += 1
-    for (inner_start, inner_end), text in reversed(splices):
-        indent = re.match(r"\s*", lines[inner_start]).group()  # type: ignore[union-attr]
+    for (inner_start, inner_end), text, indented in reversed(splices):
+        indent = re.match(r"\s*", lines[inner_start]).group() if indented else ""  # type: ignore[union-attr]
         replaced = [indent + line if line else "" for line in text.splitlines()]
-        out[inner_start - start : inner_end - start] = [*replaced, ""]
+        out[inner_start - start : inner_end - start] = [*replaced, ""] if indented else replaced
     while out and not out[-1].strip():
         out.pop()
     return "\n".join(out)
@@ -139,22 +167,31 @@ def _paragraph(tokens: Sequence[Token], lines: Sequence[str], context: PageConte
     start = (tokens[0].map or (0, 0))[0]
     includes = "expand-includes" in context.steps
     autodoc = "autodoc-as-text" in context.steps
-    if not any((includes and is_include(line)) or (autodoc and AUTODOC.match(line)) for line in source):
+    if not _directives(source, context):
         return "\n".join(source)
     out: list[str] = []
     in_autodoc = False
     for number, line in enumerate(source, start=start):
+        indent = line[: len(line) - len(line.lstrip())]
         if includes and is_include(line):
-            out.append(expand_line(line, context, number, _render_included))
+            expanded = expand_line(line, context, number, _render_included)
+            out.extend(indent + part if part else "" for part in expanded.split("\n"))
             in_autodoc = False
         elif autodoc and (match := AUTODOC.match(line)):
-            out.append(f"`{match.group(1)}`")
+            out.append(f"{indent}`{match.group(1)}`")
             context.count("autodoc")
             in_autodoc = True
         elif not (in_autodoc and line.strip().startswith(":")):
             out.append(line)
             in_autodoc = False
     return "\n".join(out)
+
+
+def _directives(source: Sequence[str], context: PageContext) -> bool:
+    """Whether a paragraph's lines hold an include or an autodoc line a step converts."""
+    includes = "expand-includes" in context.steps
+    autodoc = "autodoc-as-text" in context.steps
+    return any((includes and is_include(line)) or (autodoc and bool(AUTODOC.match(line))) for line in source)
 
 
 def _render_included(text: str, context: PageContext) -> str:

@@ -35,7 +35,7 @@ STEPS: dict[str, Step] = {
         1, "!!! kind \"Title\", ??? kind and /// kind | Title blocks become a 'Kind: Title' line and their body"
     ),
     "autodoc-as-text": Step(1, "mkautodoc / mkdocstrings lines (::: package.name) become the name they document"),
-    "html-as-text": Step(1, "HTML blocks inside Markdown become their text"),
+    "html-as-text": Step(1, "HTML blocks inside Markdown become their text; inline tags in prose are dropped"),
     "tables-as-rows": Step(1, "a table becomes one line per row: 'header: value; header: value'"),
     "tables-whole": Step(1, "a table is kept whole, as a Markdown pipe table"),
 }
