@@ -1,0 +1,84 @@
+"""benchmarks/docs: the real docs-trees build (rageval benchmark import docs + label --from
+questions.yaml, as real processes) into a valid passage benchmark, every judged span holding its
+quote, and the docs params and chunking sweep load against it."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+from conftest import ROOT, shared
+
+from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.spans import normalised
+from rageval.config.load import load_config
+from rageval.config.sweep import load_sweep
+
+pytestmark = pytest.mark.realdata
+
+
+def _build_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_build", ROOT / "benchmarks" / "docs" / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["docs_build"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = shared("docs-trees")
+    return _build_module().build(source, tmp_path_factory.mktemp("docs") / "bench")
+
+
+def test_the_benchmark_is_valid_with_both_splits(built: Path) -> None:
+    benchmark = load_benchmark(built)
+    assert benchmark.spec.relevanceUnit == "passage"
+    assert len(benchmark.documents) == 49  # every .md page of httpx and starlette but the two licences
+    cases = benchmark.cases
+    assert len(cases) == 45
+    splits = {split: sum(c.split == split for c in cases) for split in ("dev", "release")}
+    assert splits == {"dev": 27, "release": 18}
+    assert sorted(c.queryId for c in cases if not c.answerable) == ["hx-http3", "st-websocket-max-size"]
+    grades = sorted({j.grade for c in cases for j in c.relevant})
+    assert grades == [0, 1, 2, 3]
+    assert all(j.has_span for c in cases for j in c.relevant)
+
+
+def test_every_span_holds_its_quote(built: Path) -> None:
+    questions = yaml.safe_load((ROOT / "benchmarks" / "docs" / "questions.yaml").read_text())["cases"]
+    benchmark = load_benchmark(built)
+    documents = benchmark.documents  # id -> Document
+    cases = {c.queryId: c for c in benchmark.cases}
+    checked = 0
+    for question in questions:
+        judged = cases[question["id"]].relevant
+        assert len(judged) == len(question["evidence"])
+        for evidence, judgment in zip(question["evidence"], judged, strict=True):
+            assert judgment.documentId == evidence["doc"]
+            assert judgment.grade == evidence["grade"]
+            text = documents[judgment.documentId].text[judgment.start : judgment.end]
+            if "quote" in evidence:
+                assert normalised(text)[0] == normalised(evidence["quote"])[0]
+            else:
+                assert text.startswith("## " + evidence["heading"])
+            checked += 1
+    assert checked == 82
+
+
+def test_the_docs_params_and_the_sweep_load_against_it(built: Path) -> None:
+    for path in sorted((ROOT / "params" / "docs").glob("*.yaml")):
+        config = load_config(path, benchmark=built)
+        assert config.evaluation.level == "passage"
+        assert config.evaluation.measures[:3] == ["nDCG@10", "R@10", "Success@5"]
+    sweep = load_sweep(ROOT / "params" / "sweeps" / "docs-chunking.yaml")
+    members = {m.name: m.config for m in sweep.members}
+    assert [members[f"bm25-{size}"].chunking.size for size in (200, 400, 800)] == [200, 400, 800]
+    assert members["dense"].retrieval.stages[0].type == "dense"
+    urls = [members[name].retrieval.stages[0].url for name in ("service-passages", "service-documents")]
+    assert urls == ["http://127.0.0.1:8765/search", "http://127.0.0.1:8766/search"]
