@@ -269,3 +269,82 @@ def test_a_chunk_without_its_document_fails_its_query_by_name(tmp_path, tiny):
     assert set(failures["query_id"]) == {"q1", "q2"} and set(failures["stage"]) == {"langchain"}  # q3: release split
     assert failures["message"].str.contains("without its document").all()
     assert failures["message"].str.contains("documentId").all()
+
+
+def demo_subset(folder: Path, cases: int = 8, extra: int = 4) -> Path:
+    """The demo benchmark cut down to its first ``cases`` dev cases, the documents they judge and
+    ``extra`` others (the frameworks embed the whole corpus, and this machine's CPU is shared)."""
+    import json
+    import shutil
+
+    from rageval.benchmark.loading import write_hashes
+
+    rows = [json.loads(line) for line in (DEMO / "cases.jsonl").read_text().splitlines() if line.strip()]
+    kept = [c for c in rows if c["split"] == "dev"][:cases]
+    judged = {r["documentId"] for c in kept for r in c["relevant"]}
+    documents = [json.loads(line) for line in (DEMO / "documents.jsonl").read_text().splitlines() if line.strip()]
+    others = [d["id"] for d in documents if d["id"] not in judged][:extra]
+    folder.mkdir()
+    shutil.copy(DEMO / "benchmark.yaml", folder / "benchmark.yaml")
+    (folder / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in kept))
+    (folder / "documents.jsonl").write_text(
+        "".join(json.dumps(d) + "\n" for d in documents if d["id"] in judged or d["id"] in others)
+    )
+    write_hashes(folder)
+    return folder
+
+
+def test_langchain_and_llamaindex_beside_bm25_in_one_comparison(tmp_path, store):
+    """The issue's demonstration: three retrievers, each its own sealed run, compared at passage
+    level on the benchmark's judged spans, the frameworks' identities recorded."""
+    pytest.importorskip("langchain_huggingface")
+    pytest.importorskip("llama_index.embeddings.huggingface")
+    import json
+
+    from rageval import analysis as cmp
+    from rageval.config.load import dump_config, load_config
+    from rageval.experiment.run import run_experiment
+    from rageval.tracking.store import Tracker
+    from rageval.workflows.readback import load_inputs
+    from rageval.workflows.run import run_params, run_tags
+
+    bench = load_benchmark(demo_subset(tmp_path / "bench"))
+    tracker = Tracker(store)
+    runs, results = {}, {}
+    for stage in doc_params()["retrieval"]["stages"]:
+        name = stage.get("name", stage["type"])
+        path = params_file(tmp_path, [stage], name)
+        config = load_config(path, benchmark=bench.path)
+        run_id = tracker.create_run(
+            "frameworks",
+            name,
+            params=run_params(config, []),
+            tags=run_tags(config, bench, path, None),
+            files={"config.yaml": dump_config(config).encode()},
+        )
+        results[name] = run_experiment(config, bench, cache=False)
+        tracker.log_result(run_id, results[name])
+        tracker.seal(run_id)
+        runs[name] = run_id
+
+    for name, result in results.items():
+        assert result.level == "passage" and result.failures.empty, name
+    inputs = load_inputs(tracker, runs["bm25"], [runs["team-langchain"], runs["team-llamaindex"]])
+    comparison = cmp.compare(inputs, resamples=200, samples=500)
+    overall = comparison.overall.set_index(["run", "measure"])
+    for name in runs:
+        for measure in ("nDCG@10", "R@20", "MRR"):
+            row = overall.loc[(name, measure)]
+            assert row["level"] == "passage" and 0 < row["mean"] <= 1, (name, measure)
+            # the comparison's means are the runs' own evaluations
+            assert row["mean"] == pytest.approx(results[name].evaluation.aggregates[measure])
+    for name, package in (("team-langchain", "langchain-core"), ("team-llamaindex", "llama-index-core")):
+        models = json.loads(tracker.download_sealed(runs[name], "models.json", tmp_path / name).read_text())
+        assert models[name]["name"] == f"plugins.{'lc' if 'lang' in name else 'li'}_retriever:build"
+        assert models[name][package] == importlib_version(package)
+
+
+def importlib_version(name: str) -> str:
+    import importlib.metadata
+
+    return importlib.metadata.version(name)
