@@ -104,4 +104,4 @@ def test_stage_registry_and_config_union_name_the_same_types():
 
     assert list(STAGES) == list(STAGE_TYPES)
     assert all(callable(stage_class(stage_type)) for stage_type in STAGES)  # every lazy entry resolves
-    assert RETRIEVER_TYPES == {"bm25", "dense", "runfile", "http"}
+    assert RETRIEVER_TYPES == {"bm25", "dense", "runfile", "http", "langchain", "llamaindex"}

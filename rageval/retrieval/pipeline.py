@@ -45,6 +45,8 @@ STAGES: dict[str, str] = {
     "runfile": "rageval.retrieval.runfile:RunFileStage",
     "http": "rageval.retrieval.http:HttpStage",
     "plugin": "rageval.retrieval.plugin:build_plugin",
+    "langchain": "rageval.retrieval.frameworks:LangChainStage",
+    "llamaindex": "rageval.retrieval.frameworks:LlamaIndexStage",
 }
 
 

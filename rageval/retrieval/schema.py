@@ -231,13 +231,44 @@ class HttpConfig(StageBase):
         return value
 
 
+# ``package.module:name``: a plugin class or a framework retriever's factory.
+Entrypoint = Annotated[StrictStr, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")]
+
+
 class PluginConfig(StageBase):
     """A stage of your own: ``entrypoint`` is ``module:Class``; ``options`` go to its constructor."""
 
     type: Literal["plugin"]
     name: StrictStr = "plugin"
-    entrypoint: Annotated[StrictStr, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")]
+    entrypoint: Entrypoint
     options: dict[StrictStr, Any] = Field(default_factory=dict)
+
+
+class FrameworkConfig(StageBase):
+    """A retriever a team built with a framework: ``factory`` (``package.module:function``) is
+    called once as ``factory(documents, **options)`` with the corpus's documents in the
+    framework's Document type and returns the framework's retriever (see
+    :mod:`rageval.retrieval.frameworks`)."""
+
+    retriever: ClassVar[bool] = True
+
+    factory: Entrypoint = Field(description="package.module:function, importable (e.g. on PYTHONPATH)")
+    options: dict[StrictStr, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
+    candidates: StrictInt = Field(default=100, gt=0, description="k where the retriever takes it; hits kept")
+
+
+class LangChainConfig(FrameworkConfig):
+    """A LangChain ``BaseRetriever`` (the ``frameworks`` extra)."""
+
+    type: Literal["langchain"]
+    name: StrictStr = "langchain"
+
+
+class LlamaIndexConfig(FrameworkConfig):
+    """A LlamaIndex ``BaseRetriever`` (the ``frameworks`` extra)."""
+
+    type: Literal["llamaindex"]
+    name: StrictStr = "llamaindex"
 
 
 StageConfig = Annotated[
@@ -249,7 +280,9 @@ StageConfig = Annotated[
     | DedupConfig
     | RunFileConfig
     | HttpConfig
-    | PluginConfig,
+    | PluginConfig
+    | LangChainConfig
+    | LlamaIndexConfig,
     Field(discriminator="type"),
 ]
 # The stage types, read off the union (one source): ``type`` → config model. The pipeline's registry
