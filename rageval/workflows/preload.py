@@ -34,27 +34,21 @@ GC_THRESHOLDS = (50_000, 20, 10)
 # telemetry (everything offline) and no progress bars on stderr. A variable the user set is kept.
 MLFLOW_ENVIRONMENT = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
-# Creating a new sqlite store logs alembic migrations at INFO; they are not a rageval user's concern.
-QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")
-
 
 def tune_process() -> None:
     """Settings for the whole calling process, which rageval owns: fewer garbage collections, MLflow
-    offline and quiet, and jsonschema without ``rfc3987_syntax``. JupyterLab installs that module, and
+    offline and without progress bars, and jsonschema without ``rfc3987_syntax``. JupyterLab installs that module, and
     it compiles its lark grammars on import — about 0.8 s on a quiet 2-core machine, paid by every
     process that reads a notebook (nbformat → jsonschema), which imports it only to check the
     ``iri`` formats notebook schemas never use, and goes on without it. A process that imported
     it already keeps it."""
     import gc
-    import logging
     import os
     import sys
 
     gc.set_threshold(*GC_THRESHOLDS)
     for name, value in MLFLOW_ENVIRONMENT.items():
         os.environ.setdefault(name, value)
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING)
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # None: the import fails, as if absent
 
 
