@@ -92,8 +92,6 @@ def verify(run_id: Annotated[str, typer.Argument()], tracking_uri: TrackingUri =
     if not result.intact:
         raise VerificationError(run_id, result.changes)
     covered = "artifact, param, metric and its history, tag, input, status and lifecycle"
-    if result.format == 1:
-        covered = "artifact, param, latest metric value, rageval tag and input"
     seal = (
         "keyed seal checked" if result.key_checked else ("keyed seal NOT checked" if result.keyed else "unkeyed seal")
     )
