@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rageval"
 
-BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety", "lazy", "progress"})
+BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety", "lazy", "progress", "retry"})
 PURE = ("benchmark", "retrieval", "evaluation", "config", "experiment", "judging", "analysis")
 # What each top-level part of rageval may import from rageval (besides itself). The arrows follow the
 # data flow: params → config → benchmark + chunks → stages → rankings → measures → sealed run → comparison.
@@ -26,6 +26,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "safety": frozenset(),
     "lazy": frozenset(),
     "progress": frozenset(),
+    "retry": frozenset(),
     "benchmark": BASE,
     "retrieval": BASE | {"benchmark"},
     "evaluation": BASE | {"benchmark"},

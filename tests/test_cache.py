@@ -8,6 +8,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from rageval.retrieval.cache import ENTRY, Cache
 
 KEY = {"corpus": "abc", "chunking": "def", "settings": {"k1": 0.9}}
@@ -48,10 +50,8 @@ def test_a_failing_build_leaves_nothing_behind(tmp_path):
         write_payload(folder)
         raise RuntimeError("out of memory")
 
-    try:
+    with pytest.raises(RuntimeError, match="out of memory"):  # the build's own error, not swallowed
         cache.get_or_build("thing", KEY, explode)
-    except RuntimeError:
-        pass
     leftovers = [p for p in (tmp_path / "thing").iterdir() if not p.name.endswith(".lock")]
     assert leftovers == []
     assert cache.get_or_build("thing", KEY, write_payload).hit is False

@@ -3,6 +3,8 @@ runs in a pipeline from a params file."""
 
 from __future__ import annotations
 
+import ir_measures
+import pytest
 from conftest import ROOT
 from plugins.keyword import KeywordOverlap
 
@@ -26,4 +28,11 @@ def test_a_plugin_runs_from_params_and_is_measured(tmp_path):
     result = run_experiment(config, cache=False)
     assert result.stage_names == ("keyword",)
     assert set(result.rankings["stage"]) == {"keyword"} and len(result.rankings) > 0
-    assert 0 < result.evaluation.aggregates["R@100"] <= 1
+    # The reference: ir_measures (pytrec_eval, trec_eval's code) on the plugin's final ranking and the
+    # judgments it was measured against, ranked as rageval ranked them (its ties broken by chunk ID).
+    qrels = [ir_measures.Qrel(q, chunk, grade) for q, graded in result.qrels.items() for chunk, grade in graded.items()]
+    run = [ir_measures.ScoredDoc(r.query_id, r.chunk_id, -float(r.rank)) for r in result.rankings.itertuples()]
+    reference = ir_measures.calc_aggregate([ir_measures.R @ 100], qrels, run)[ir_measures.R @ 100]
+    assert round(reference, 4) == 0.7301
+    assert result.evaluation.aggregates["R@100"] == pytest.approx(reference, abs=1e-12)
+    assert (result.level, result.evaluation.evaluated) == ("passage", 31)

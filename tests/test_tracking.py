@@ -17,7 +17,7 @@ from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.experiment.run import run_experiment
 from rageval.hashing import sha256_bytes
 from rageval.tracking.records import MANIFEST, SEAL_TAG, metric_names
-from rageval.tracking.seal import FORMAT_1_NOTE, KEY_ENV, KEY_FILE_ENV, UNKEYED_NOTE
+from rageval.tracking.seal import KEY_ENV, KEY_FILE_ENV, UNKEYED_NOTE
 from rageval.tracking.store import Tracker
 
 
@@ -187,19 +187,16 @@ def seal_as_format_1(tracker: Tracker, run_id: str) -> None:
     tracker.client.set_tag(run_id, SEAL_TAG, sha256_bytes(data))
 
 
-def test_a_run_sealed_in_format_1_still_verifies_as_what_it_is(store, result):
+def test_a_run_sealed_in_format_1_is_refused_not_verified(store, result):
+    """rageval 0.1.0 reads format 2 only: a manifest without ``format`` (the old layout) is not intact."""
     tracker = Tracker(store)
     run_id = tracker.create_run("tracking-tests", "old", params={"a": 1}, tags={"rageval.split": "dev"})
     tracker.log_result(run_id, result)
     seal_as_format_1(tracker, run_id)
     checked = tracker.verification(run_id)
-    assert checked.intact and checked.format == 1 and checked.notes == [FORMAT_1_NOTE, UNKEYED_NOTE]
-    # What format 1 covers is still checked, and a sealed run is FINISHED and not deleted whatever its format.
-    tracker.client.log_metric(run_id, "nDCG_at_10", 0.5)
-    tracker.client.set_terminated(run_id, "FAILED")
-    assert tracker.verify(run_id) == [
-        "status changed: 'FINISHED' → 'FAILED'",
-        f"metric 'nDCG_at_10': value changed ({float(result.evaluation.aggregates['nDCG@10'])!r} → 0.5)",
+    assert not checked.intact and checked.format is None
+    assert checked.changes == [
+        "manifest.json has no format (format 1, which rageval no longer reads); this rageval reads format 2 only"
     ]
 
 
@@ -211,7 +208,7 @@ def test_a_manifest_of_an_unknown_format_is_not_taken_as_verified(store, result)
     data = json.dumps(manifest).encode()
     path.write_bytes(data)
     tracker.client.set_tag(run_id, SEAL_TAG, sha256_bytes(data))
-    assert tracker.verify(run_id) == ["manifest.json has format 3; this rageval reads formats 1, 2: upgrade rageval"]
+    assert tracker.verify(run_id) == ["manifest.json has format 3; this rageval reads format 2 only: upgrade rageval"]
 
 
 def test_an_evaluation_run_shows_few_metrics_and_its_breakdowns_as_tables(store, result):

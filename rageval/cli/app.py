@@ -22,11 +22,13 @@ from rageval.cli import (  # noqa: F401
     shadow,
 )
 from rageval.cli.common import app
-from rageval.lazy import fewer_collections
+from rageval.workflows.preload import tune_process
 
 
 def main() -> None:  # pragma: no cover
-    fewer_collections()
+    """The ``rageval`` command's entry point: this process is the command's own, so it is tuned for
+    speed here (:func:`~rageval.workflows.preload.tune_process`), never on import."""
+    tune_process()
     try:
         app()
     finally:

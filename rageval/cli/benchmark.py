@@ -16,7 +16,6 @@ from rageval.cli.common import (
     Level,
     benchmark_app,
     echo,
-    fail,
     import_app,
     input_file,
     input_folder,
@@ -25,7 +24,6 @@ from rageval.cli.common import (
     parse_grade_map,
     parse_pairs,
 )
-from rageval.errors import RagevalError
 
 if TYPE_CHECKING:
     from rageval.progress import Reporter
@@ -48,11 +46,8 @@ def benchmark_validate(
     from rageval.benchmark.diagnostics import diagnose, format_report
     from rageval.benchmark.loading import benchmark_warnings, validate_benchmark
 
-    try:
-        if json_out is not None:
-            output_file(json_out, "--json")
-    except RagevalError as error:
-        fail(error)
+    if json_out is not None:
+        output_file(json_out, "--json")
     benchmark, problems = validate_benchmark(path)
     if benchmark is None:
         for problem in problems:
@@ -88,11 +83,8 @@ def benchmark_hash(
     """Print the sha256 of a benchmark's files (and record them with --write)."""
     from rageval.benchmark.loading import hash_files, write_hashes
 
-    try:
-        input_folder(path, "PATH", "give the benchmark's folder")
-        hashes = write_hashes(path) if write else hash_files(path)
-    except RagevalError as error:
-        fail(error)
+    input_folder(path, "PATH", "give the benchmark's folder")
+    hashes = write_hashes(path) if write else hash_files(path)
     for name, digest in hashes.items():
         echo(f"{digest}  {name}")
 
@@ -168,13 +160,10 @@ def _imported(run_import: Callable[[Reporter], Path]) -> None:
     from rageval.benchmark.loading import load_benchmark
     from rageval.cli.progress import RunView
 
-    try:
-        with RunView() as view:
-            written = run_import(view)
-            view.step("validate")
-            benchmark = load_benchmark(written)
-    except RagevalError as error:
-        fail(error)
+    with RunView() as view:
+        written = run_import(view)
+        view.step("validate")
+        benchmark = load_benchmark(written)
     echo(f"wrote {benchmark.path}: {len(benchmark.documents)} documents")
     for split in benchmark.spec.splits:
         echo(f"{split}: {len(benchmark.cases_for(split))} cases")
@@ -198,18 +187,15 @@ def export_qrels(
     from rageval.benchmark.loading import load_benchmark
     from rageval.benchmark.trec import write_qrels
 
-    try:
-        output_file(out, "--out")
-        benchmark = load_benchmark(path)
-        if level.value == "passage":
-            qrels = _passage_qrels(benchmark, config, split)
-        elif config is not None:
-            raise typer.BadParameter("a chunking is only used with --level passage", param_hint="--config")
-        else:
-            qrels = benchmark.qrels(split)
-        write_qrels(qrels, out)
-    except RagevalError as error:
-        fail(error)
+    output_file(out, "--out")
+    benchmark = load_benchmark(path)
+    if level.value == "passage":
+        qrels = _passage_qrels(benchmark, config, split)
+    elif config is not None:
+        raise typer.BadParameter("a chunking is only used with --level passage", param_hint="--config")
+    else:
+        qrels = benchmark.qrels(split)
+    write_qrels(qrels, out)
     unit = benchmark.spec.relevanceUnit
     if level.value != unit:
         echo(
@@ -254,10 +240,7 @@ def benchmark_new_version(
     change with `rageval benchmark log-change` and record the hashes with `rageval benchmark hash --write`."""
     from rageval.benchmark.versions import new_version
 
-    try:
-        folder = new_version(path, version, out)
-    except RagevalError as error:
-        fail(error)
+    folder = new_version(path, version, out)
     echo(f"wrote {folder} (version {version}, predecessor {path})")
     echo(
         "next: edit cases.jsonl; `rageval benchmark log-change` per change; `rageval benchmark hash --write`; validate"
@@ -275,11 +258,8 @@ def benchmark_log_change(
     """Record a change to the cases in the version's changelog (benchmark.yaml)."""
     from rageval.benchmark.versions import log_change
 
-    try:
-        input_folder(path, "PATH", "give the new version's benchmark folder")
-        entry = log_change(path, action.value, case, reason, parse_date(date))
-    except RagevalError as error:
-        fail(error)
+    input_folder(path, "PATH", "give the new version's benchmark folder")
+    entry = log_change(path, action.value, case, reason, parse_date(date))
     echo(f"{entry.version} {entry.date}: {entry.action} {', '.join(entry.cases)} ({entry.reason})")
 
 

@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rageval.cli.common import app, echo, fail
-from rageval.errors import RagevalError
+from rageval.cli.common import app, echo
 from rageval.paths import project_root
 
 
@@ -20,10 +19,7 @@ def setup_git(
     """Configure this clone's git (.git/config) to strip notebook outputs on add, status and diff (nbstripout)."""
     from rageval.workflows.provenance import install_notebook_filter
 
-    try:
-        settings = install_notebook_filter(path or project_root())
-    except RagevalError as error:
-        fail(error)
+    settings = install_notebook_filter(path or project_root())
     for key, value in settings.items():
         echo(f"{key} = {value}")
     echo("outputs, execution counts and kernel details of notebooks now stay out of git diff and commits")

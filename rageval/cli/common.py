@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import logging
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
 
 INTERNAL_ERROR = 70  # sysexits' EX_SOFTWARE: not the user's input, a bug to report
+QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")  # what a command sets to WARNING as it starts
 
 
 class RagevalGroup(TyperGroup):
@@ -61,6 +63,10 @@ def _global_options(
     ] = False,
 ) -> None:
     """Options before the command, e.g. ``rageval --debug metrics ...`` (read by :class:`RagevalGroup`)."""
+    # A command may create a new sqlite store, which logs its alembic migrations at INFO: not a rageval
+    # user's concern. Set here, as a command starts, not when a Tracker opens (a library user's loggers).
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 benchmark_app = typer.Typer(no_args_is_help=True, help="Validate, hash, import and export benchmarks.")

@@ -15,12 +15,10 @@ from rageval.cli.common import (
     TrackingUri,
     app,
     echo,
-    fail,
     input_file,
     open_tracker,
     parse_notebook_parameters,
 )
-from rageval.errors import RagevalError
 
 if TYPE_CHECKING:
     from rageval.analysis import Decision
@@ -64,21 +62,18 @@ def sweep(
     warning = dirty_warning(file.resolve().parent)
     if warning:
         echo(warning, err=True)
-    try:
-        with SweepView() as view:  # each member's current step on stderr
-            outcome = runner(
-                input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
-                workers=workers,
-                release=release,
-                tracker=open_tracker(tracking_uri),
-                experiment=experiment,
-                notebook=notebook,
-                timeout=timeout,
-                progress=view,
-                on_parent=lambda run_id: view.note(strip_control(f"sweep parent run {run_id}")),
-            )
-    except RagevalError as error:
-        fail(error)
+    with SweepView() as view:  # each member's current step on stderr
+        outcome = runner(
+            input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
+            workers=workers,
+            release=release,
+            tracker=open_tracker(tracking_uri),
+            experiment=experiment,
+            notebook=notebook,
+            timeout=timeout,
+            progress=view,
+            on_parent=lambda run_id: view.note(strip_control(f"sweep parent run {run_id}")),
+        )
     key, text = outcome.primary
     width = max(len(m.name) for m in outcome.members)
     echo(f"{'member':<{width}}  {'status':<11}  {'run':<32}  {'seconds':>7}  {text}")
@@ -134,21 +129,18 @@ def compare(
     from rageval.analysis import significance_display
     from rageval.workflows.compare import execute_comparison
 
-    try:
-        outcome = execute_comparison(
-            baseline,
-            candidate,
-            sweep=sweep,
-            allow_mismatch=allow_mismatch,
-            tracker=open_tracker(tracking_uri),
-            experiment=experiment,
-            notebook=notebook,
-            timeout=timeout,
-            max_release_evaluations=max_release_evaluations,
-            notebook_parameters=parse_notebook_parameters(parameter),
-        )
-    except RagevalError as error:
-        fail(error)
+    outcome = execute_comparison(
+        baseline,
+        candidate,
+        sweep=sweep,
+        allow_mismatch=allow_mismatch,
+        tracker=open_tracker(tracking_uri),
+        experiment=experiment,
+        notebook=notebook,
+        timeout=timeout,
+        max_release_evaluations=max_release_evaluations,
+        notebook_parameters=parse_notebook_parameters(parameter),
+    )
     for difference in outcome.differences:
         echo(f"warning: compared despite a mismatch (--allow-mismatch, recorded): {difference}", err=True)
     for warning in outcome.warnings:
@@ -176,11 +168,8 @@ def gate(
     Exit 0 on pass, 1 on fail."""
     from rageval.workflows.gate import execute_gate
 
-    try:
-        policy = input_file(policy, "--policy", "give a gate policy file, e.g. params/gates/release.yaml")
-        outcome = execute_gate(baseline, candidate, policy, tracker=open_tracker(tracking_uri), experiment=experiment)
-    except RagevalError as error:
-        fail(error)
+    policy = input_file(policy, "--policy", "give a gate policy file, e.g. params/gates/release.yaml")
+    outcome = execute_gate(baseline, candidate, policy, tracker=open_tracker(tracking_uri), experiment=experiment)
     decision = outcome.decision
     print_rules(decision)
     if not decision.largest_losses.empty:
@@ -211,15 +200,12 @@ def demo(
     from rageval.workflows.demo import execute_demo
 
     tracker = open_tracker(tracking_uri)
-    try:
-        if release_policy is not None:  # refused now, not after the sweep
-            release_policy = input_file(
-                release_policy, "--release-policy", "give a release policy, e.g. params/release/policy.yaml"
-            )
-        with SweepView() as view:  # the sweep members' steps on stderr
-            outcome = execute_demo(workers=workers, release_policy_file=release_policy, tracker=tracker, progress=view)
-    except RagevalError as error:
-        fail(error)
+    if release_policy is not None:  # refused now, not after the sweep
+        release_policy = input_file(
+            release_policy, "--release-policy", "give a release policy, e.g. params/release/policy.yaml"
+        )
+    with SweepView() as view:  # the sweep members' steps on stderr
+        outcome = execute_demo(workers=workers, release_policy_file=release_policy, tracker=tracker, progress=view)
     swept = outcome.sweep
     echo(f"sweep {swept.parent_run_id} (dev): " + ", ".join(f"{m.name} {m.run_id}" for m in swept.members))
     echo(f"comparison {outcome.comparison.run_id}:")

@@ -15,14 +15,13 @@ from rageval.cli.common import (
     TrackingUri,
     app,
     echo,
-    fail,
     input_file,
     judge_app,
     open_tracker,
     output_file,
     parse_date,
 )
-from rageval.errors import Problem, RagevalError
+from rageval.errors import Problem
 
 
 @judge_app.command("pool")
@@ -55,34 +54,31 @@ def judge_pool(
     from rageval.judging import pool, read_extra, write_pool
     from rageval.workflows.readback import run_rankings
 
-    try:
-        frames, configs, run_benchmark, run_split, run_cases = (
-            run_rankings(open_tracker(tracking_uri), runs) if runs else ({}, [], None, None, {})
-        )
-        for spec in rankings:
-            name, sep, file = spec.partition("=")
-            if not sep or not name or not file:
-                raise typer.BadParameter(f"expected NAME=FILE, got {spec!r}", param_hint="--rankings")
-            frames[name] = _read_rankings(Path(file))
-        configs += [
-            load_chunking(input_file(path, "--chunking", "give a params file or a chunking YAML")) for path in chunking
-        ]
-        if not frames:
-            raise typer.BadParameter("give --runs or --rankings", param_hint="--runs")
-        bench_path = benchmark or run_benchmark
-        if bench_path is None:
-            raise typer.BadParameter("give --benchmark (no run names one)", param_hint="--benchmark")
-        bench = load_benchmark(bench_path)
-        chosen = split or run_split
-        if chosen is None:
-            raise typer.BadParameter("give --split", param_hint="--split")
-        if runs:
-            _check_runs_match(run_cases, bench, chosen, run_split)
-        extra = read_extra(add, bench, chosen) if add else None
-        result = pool(frames, bench, chosen, depth, extra, seed, chunking=configs, extra_file=str(add))
-        paths = write_pool(result, out)
-    except RagevalError as error:
-        fail(error)
+    frames, configs, run_benchmark, run_split, run_cases = (
+        run_rankings(open_tracker(tracking_uri), runs) if runs else ({}, [], None, None, {})
+    )
+    for spec in rankings:
+        name, sep, file = spec.partition("=")
+        if not sep or not name or not file:
+            raise typer.BadParameter(f"expected NAME=FILE, got {spec!r}", param_hint="--rankings")
+        frames[name] = _read_rankings(Path(file))
+    configs += [
+        load_chunking(input_file(path, "--chunking", "give a params file or a chunking YAML")) for path in chunking
+    ]
+    if not frames:
+        raise typer.BadParameter("give --runs or --rankings", param_hint="--runs")
+    bench_path = benchmark or run_benchmark
+    if bench_path is None:
+        raise typer.BadParameter("give --benchmark (no run names one)", param_hint="--benchmark")
+    bench = load_benchmark(bench_path)
+    chosen = split or run_split
+    if chosen is None:
+        raise typer.BadParameter("give --split", param_hint="--split")
+    if runs:
+        _check_runs_match(run_cases, bench, chosen, run_split)
+    extra = read_extra(add, bench, chosen) if add else None
+    result = pool(frames, bench, chosen, depth, extra, seed, chunking=configs, extra_file=str(add))
+    paths = write_pool(result, out)
     items = result.manifest.items
     echo(
         f"pooled {len(items)} unjudged items of {len({i.queryId for i in items})} cases from {len(frames)} runs at depth {depth}"
@@ -149,13 +145,10 @@ def judge_import(
     """Import assessors' sheets; every bad row is reported with file and line, and nothing is written."""
     from rageval.judging import LABELS_FILE, import_sheets, read_pool, write_labels
 
-    try:
-        for sheet in sheets:
-            input_file(sheet, "SHEETS", "give each assessor's filled sheet (.csv or .jsonl)")
-        labels = import_sheets(read_pool(pool_dir), sheets)
-        target = output_file(out or pool_dir / LABELS_FILE, "--out")
-    except RagevalError as error:
-        fail(error)
+    for sheet in sheets:
+        input_file(sheet, "SHEETS", "give each assessor's filled sheet (.csv or .jsonl)")
+    labels = import_sheets(read_pool(pool_dir), sheets)
+    target = output_file(out or pool_dir / LABELS_FILE, "--out")
     path = write_labels(labels, target)
     per = labels.groupby("assessor")["item_id"].nunique()
     echo(f"wrote {path}: {len(labels)} labels on {labels['item_id'].nunique()} items")
@@ -176,15 +169,10 @@ def judge_agreement(
     from rageval.evaluation.agreement import agreement
     from rageval.judging import LABELS_FILE, read_labels, read_pool
 
-    try:
-        manifest = read_pool(pool_dir)
-        frame = read_labels(
-            input_file(labels or pool_dir / LABELS_FILE, "--labels", "run `rageval judge import` first")
-        )
-        if json_out is not None:
-            output_file(json_out, "--json")
-    except RagevalError as error:
-        fail(error)
+    manifest = read_pool(pool_dir)
+    frame = read_labels(input_file(labels or pool_dir / LABELS_FILE, "--labels", "run `rageval judge import` first"))
+    if json_out is not None:
+        output_file(json_out, "--json")
     report = agreement(frame, {i.itemId: i.slice for i in manifest.items}, list(manifest.rubric))
     with pd.option_context("display.width", 160, "display.max_columns", 20, "display.max_rows", 200):
         echo("Agreement (fleiss_items: labelled by every assessor; alpha: ordinal, items labelled twice or more)")
@@ -218,22 +206,19 @@ def judge_adjudicate(
     from rageval.benchmark.loading import load_benchmark
     from rageval.judging import LABELS_FILE, adjudicate, read_adjudication, read_labels, read_pool
 
-    try:
-        manifest = read_pool(pool_dir)
-        bench = load_benchmark(benchmark or manifest.path)
-        folder = adjudicate(
-            bench,
-            manifest,
-            read_labels(input_file(labels or pool_dir / LABELS_FILE, "--labels", "run `rageval judge import` first")),
-            read_adjudication(input_file(file, "--file", "give the adjudication file (.csv or .jsonl)"), manifest),
-            version=version,
-            out=out,
-            date=parse_date(date),
-            file=str(file),
-        )
-        new = load_benchmark(folder)
-    except RagevalError as error:
-        fail(error)
+    manifest = read_pool(pool_dir)
+    bench = load_benchmark(benchmark or manifest.path)
+    folder = adjudicate(
+        bench,
+        manifest,
+        read_labels(input_file(labels or pool_dir / LABELS_FILE, "--labels", "run `rageval judge import` first")),
+        read_adjudication(input_file(file, "--file", "give the adjudication file (.csv or .jsonl)"), manifest),
+        version=version,
+        out=out,
+        date=parse_date(date),
+        file=str(file),
+    )
+    new = load_benchmark(folder)
     echo(f"wrote {new.spec.name} {new.spec.version} at {folder} (predecessor {bench.spec.version})")
     for entry in new.spec.changelog:
         if entry.version == new.spec.version:
@@ -256,18 +241,15 @@ def migrate_labels(
     from rageval.benchmark.migration import load_chunking, review_labels
     from rageval.benchmark.migration import migrate_labels as propose
 
-    try:
-        bench = load_benchmark(benchmark)
-        target = load_chunking(input_file(to, "--to", "give a params file or a chunking YAML"))
-        if review:
-            summary = review_labels(bench, target, reviewer=reviewer)
-        else:
-            if from_ is None:
-                raise typer.BadParameter("give --from (or --review)", param_hint="--from")
-            source = load_chunking(input_file(from_, "--from", "give a params file or a chunking YAML"))
-            path, proposals = propose(bench, source, target, force=force)
-    except RagevalError as error:
-        fail(error)
+    bench = load_benchmark(benchmark)
+    target = load_chunking(input_file(to, "--to", "give a params file or a chunking YAML"))
+    if review:
+        summary = review_labels(bench, target, reviewer=reviewer)
+    else:
+        if from_ is None:
+            raise typer.BadParameter("give --from (or --review)", param_hint="--from")
+        source = load_chunking(input_file(from_, "--from", "give a params file or a chunking YAML"))
+        path, proposals = propose(bench, source, target, force=force)
     if review:
         echo(
             f"{summary.path}: {summary.reviewed} reviewed ({summary.accepted} accepted, {summary.rejected} rejected), {summary.proposed} still proposed"
@@ -302,18 +284,15 @@ def judge_calibrate(
     rankings) and record a sealed calibration run; pre-labeling needs one that passed."""
     from rageval.workflows.judge import execute_calibrate
 
-    try:
-        outcome = execute_calibrate(
-            input_file(judge, "--judge", "give a params/judges/*.yaml file"),
-            tracker=open_tracker(tracking_uri),
-            benchmark=benchmark,
-            split=split,
-            runs=runs,
-            experiment=experiment,
-            seed=seed,
-        )
-    except RagevalError as error:
-        fail(error)
+    outcome = execute_calibrate(
+        input_file(judge, "--judge", "give a params/judges/*.yaml file"),
+        tracker=open_tracker(tracking_uri),
+        benchmark=benchmark,
+        split=split,
+        runs=runs,
+        experiment=experiment,
+        seed=seed,
+    )
     c = outcome.correlation
     echo(outcome.agreement.per_slice.round(3).to_string())
     echo(
@@ -338,18 +317,15 @@ def judge_prelabel(
     per-item detail, and a blind review sheet of the items that need a human."""
     from rageval.workflows.judge import execute_prelabel
 
-    try:
-        done = execute_prelabel(
-            pool_dir,
-            input_file(judge, "--judge", "give a params/judges/*.yaml file"),
-            tracker=open_tracker(tracking_uri),
-            out=out,
-            benchmark=benchmark,
-            experiment=experiment,
-            seed=seed,
-        )
-    except RagevalError as error:
-        fail(error)
+    done = execute_prelabel(
+        pool_dir,
+        input_file(judge, "--judge", "give a params/judges/*.yaml file"),
+        tracker=open_tracker(tracking_uri),
+        out=out,
+        benchmark=benchmark,
+        experiment=experiment,
+        seed=seed,
+    )
     s = done.prelabels.summary()
     echo(
         f"{int(s['items_labelled'])}/{int(s['items'])} items labelled, {int(s['items_rejected'])} rejected, "

@@ -21,10 +21,8 @@ from rageval.cli.common import (
     TiePolicy,
     app,
     echo,
-    fail,
     input_file,
 )
-from rageval.errors import RagevalError
 
 
 @app.command("metrics")
@@ -61,25 +59,22 @@ def metrics(
 
     if output not in ("trec", "json"):
         raise typer.BadParameter("choose trec or json", param_hint="--format")
-    try:
-        input_file(qrels, "QRELS", "give a TREC qrels file: 'query 0 document grade' lines")
-        input_file(run, "RUN", "give a TREC run file: 'query Q0 document rank score tag' lines")
-        # Both files read, and refused together when they cannot give a number (no shared query,
-        # nothing relevant at the threshold).
-        judged, frame = read_qrels_and_run(qrels, run, relevance=relevance)
-        evaluation = evaluate(
-            frame,
-            judged,
-            measure,
-            ties=ties.value,
-            duplicates=duplicates.value,
-            missing="zero" if complete else "skip",
-            no_relevant=no_relevant.value,
-            relevance=relevance,
-            gain=gain.value,
-        )
-    except RagevalError as error:
-        fail(error)
+    input_file(qrels, "QRELS", "give a TREC qrels file: 'query 0 document grade' lines")
+    input_file(run, "RUN", "give a TREC run file: 'query Q0 document rank score tag' lines")
+    # Both files read, and refused together when they cannot give a number (no shared query,
+    # nothing relevant at the threshold).
+    judged, frame = read_qrels_and_run(qrels, run, relevance=relevance)
+    evaluation = evaluate(
+        frame,
+        judged,
+        measure,
+        ties=ties.value,
+        duplicates=duplicates.value,
+        missing="zero" if complete else "skip",
+        no_relevant=no_relevant.value,
+        relevance=relevance,
+        gain=gain.value,
+    )
     # IDs are compared as written; say so where unmatched IDs would match once normalised.
     retrieved = {q: group.tolist() for q, group in frame.groupby("query_id", sort=False)["doc_id"]}
     if missed := near_misses(retrieved, judged):

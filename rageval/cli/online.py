@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from rageval.cli.common import TrackingUri, app, echo, fail, input_file, open_tracker
-from rageval.errors import InputError, Problem, RagevalError
+from rageval.cli.common import TrackingUri, app, echo, input_file, open_tracker
+from rageval.errors import InputError, Problem
 
 
 class OnlineGroup(TyperGroup):
@@ -47,19 +47,16 @@ def analyze(
     """Analyse an A/B cohort per metric; record a sealed online run. Exit 0 on pass, 1 on fail."""
     from rageval.workflows.online import execute_online
 
-    try:
-        outcome = execute_online(
-            input_file(log, "LOG", "give the cohort's log (.jsonl or .parquet)"),
-            input_file(policy, "--policy", "give the import policy, e.g. params/online/policy.yaml"),
-            input_file(metrics, "--metrics", "give the metric definitions, e.g. params/online/metrics.yaml"),
-            tracker=open_tracker(tracking_uri),
-            baseline=baseline,
-            candidate=candidate,
-            experiment=experiment,
-            today=_date(today),
-        )
-    except RagevalError as error:
-        fail(error)
+    outcome = execute_online(
+        input_file(log, "LOG", "give the cohort's log (.jsonl or .parquet)"),
+        input_file(policy, "--policy", "give the import policy, e.g. params/online/policy.yaml"),
+        input_file(metrics, "--metrics", "give the metric definitions, e.g. params/online/metrics.yaml"),
+        tracker=open_tracker(tracking_uri),
+        baseline=baseline,
+        candidate=candidate,
+        experiment=experiment,
+        today=_date(today),
+    )
     decision = outcome.decision
     if outcome.simulated:
         echo("note: the log is SIMULATED (synthetic units, not real users); the run is tagged rageval.simulated=true")
@@ -98,22 +95,19 @@ def simulate(
     from rageval.workflows.online import simulate_log
 
     try:
-        try:
-            knobs = Simulation(
-                sessions=sessions,
-                seed=seed,
-                candidate_share=candidate_share,
-                eta=eta,
-                srm_drop=srm_drop,
-                candidate_latency_factor=latency_factor,
-            )
-        except ValidationError as exc:
-            raise InputError(problems_from_validation(exc, file="command line", model=Simulation)) from None
-        if out.suffix != ".jsonl":
-            raise InputError(Problem(file=str(out), field="--out", message="not a .jsonl path", fix="end it in .jsonl"))
-        path, count = simulate_log(baseline, candidate, out, knobs, tracker=open_tracker(tracking_uri))
-    except RagevalError as error:
-        fail(error)
+        knobs = Simulation(
+            sessions=sessions,
+            seed=seed,
+            candidate_share=candidate_share,
+            eta=eta,
+            srm_drop=srm_drop,
+            candidate_latency_factor=latency_factor,
+        )
+    except ValidationError as exc:
+        raise InputError(problems_from_validation(exc, file="command line", model=Simulation)) from None
+    if out.suffix != ".jsonl":
+        raise InputError(Problem(file=str(out), field="--out", message="not a .jsonl path", fix="end it in .jsonl"))
+    path, count = simulate_log(baseline, candidate, out, knobs, tracker=open_tracker(tracking_uri))
     echo(f"wrote {count} SIMULATED units to {path} (knobs in {path.name}.simulation.json)")
 
 

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rageval.cli.common import TrackingUri, app, echo, fail, open_tracker
-from rageval.errors import RagevalError
+from rageval.cli.common import TrackingUri, app, echo, open_tracker
 
 queries_app = typer.Typer(no_args_is_help=True, help="Import real information needs: search logs, redacted.")
 app.add_typer(queries_app, name="queries")
@@ -29,18 +28,15 @@ def queries_import(
     """Redact a search log under a policy into a query set; record the import as a sealed run."""
     from rageval.workflows.queries import execute_query_import
 
-    try:
-        outcome = execute_query_import(
-            log,
-            policy,
-            out,
-            tracker=open_tracker(tracking_uri),
-            corpus_version=corpus_version,
-            split=split,
-            experiment=experiment,
-        )
-    except RagevalError as error:
-        fail(error)
+    outcome = execute_query_import(
+        log,
+        policy,
+        out,
+        tracker=open_tracker(tracking_uri),
+        corpus_version=corpus_version,
+        split=split,
+        experiment=experiment,
+    )
     record = outcome.record
     removed = ", ".join(f"{name} {n}" for name, n in record["redactions_by_type"].items())
     echo(

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rageval.cli.common import TrackingUri, app, echo, fail, open_tracker
-from rageval.errors import RagevalError
+from rageval.cli.common import TrackingUri, app, echo, open_tracker
 
 Sample = Annotated[int, typer.Option(help="queries of the evaluation run re-run to check a bundle")]
 Seed = Annotated[int, typer.Option(help="seed drawing the sample")]
@@ -27,12 +26,9 @@ def promote(
     `champion` to the candidate and `previous` to the former champion; record a sealed promotion run."""
     from rageval.workflows.registry import execute_promote
 
-    try:
-        outcome = execute_promote(
-            release_run, tracker=open_tracker(tracking_uri), sample=sample, seed=seed, experiment=experiment
-        )
-    except RagevalError as error:
-        fail(error)
+    outcome = execute_promote(
+        release_run, tracker=open_tracker(tracking_uri), sample=sample, seed=seed, experiment=experiment
+    )
     for run, bundle in outcome.bundles.items():
         echo(f"bundle {bundle.run_id} of run {run}: {len(bundle.entries)} cache entries, {bundle.bytes} bytes, sealed")
     echo(f"{outcome.model}: champion → v{outcome.champion.version} (run {outcome.champion.evaluation_run})")
@@ -53,12 +49,9 @@ def rollback(
     reproduces its recorded rankings on a sample. Exit 1, aliases untouched, when it does not."""
     from rageval.workflows.registry import execute_rollback
 
-    try:
-        outcome = execute_rollback(
-            family, tracker=open_tracker(tracking_uri), sample=sample, seed=seed, experiment=experiment
-        )
-    except RagevalError as error:
-        fail(error)
+    outcome = execute_rollback(
+        family, tracker=open_tracker(tracking_uri), sample=sample, seed=seed, experiment=experiment
+    )
     check = outcome.check
     echo(
         f"v{outcome.restored.version} rebuilt from bundle {outcome.restored.bundle_run}: "

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rageval.cli.common import TrackingUri, app, echo, fail, input_file, open_tracker
-from rageval.errors import RagevalError
+from rageval.cli.common import TrackingUri, app, echo, input_file, open_tracker
 
 if TYPE_CHECKING:
     from rageval.analysis.checklist import Item
@@ -37,16 +36,13 @@ def release(
     and candidate); record a sealed release run linking them, with the checklist. Exit 0 on pass, 1 on fail."""
     from rageval.workflows.release import execute_release
 
-    try:
-        policy = input_file(policy, "--policy", "give a release policy, e.g. params/release/policy.yaml")
-        outcome = execute_release(
-            {"gate": gate, "review": review, "shadow": shadow, "online": online},
-            policy,
-            tracker=open_tracker(tracking_uri),
-            experiment=experiment,
-        )
-    except RagevalError as error:
-        fail(error)
+    policy = input_file(policy, "--policy", "give a release policy, e.g. params/release/policy.yaml")
+    outcome = execute_release(
+        {"gate": gate, "review": review, "shadow": shadow, "online": online},
+        policy,
+        tracker=open_tracker(tracking_uri),
+        experiment=experiment,
+    )
     decision = outcome.decision
     for layer in decision.layers:
         run = f" {layer.run_id}" if layer.run_id else ""
@@ -68,10 +64,7 @@ def checklist(
     with the checklist stored at release time. Exit 0 when all pass, 1 otherwise."""
     from rageval.workflows.release import execute_checklist
 
-    try:
-        outcome = execute_checklist(release_run, tracker=open_tracker(tracking_uri))
-    except RagevalError as error:
-        fail(error)
+    outcome = execute_checklist(release_run, tracker=open_tracker(tracking_uri))
     print_items(outcome.items)
     for change in outcome.changed:
         echo(f"changed since the release run: {change}")

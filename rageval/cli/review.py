@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from rageval.cli.common import TrackingUri, app, echo, fail, input_folder, open_tracker
-from rageval.errors import RagevalError
+from rageval.cli.common import TrackingUri, app, echo, input_folder, open_tracker
 
 review_app = typer.Typer(
     no_args_is_help=True,
@@ -39,20 +38,17 @@ def start(
     """Select the queries a gate decision rests on and write the review sheet."""
     from rageval.workflows.review import start_review
 
-    try:
-        started = start_review(
-            run,
-            out,
-            tracker=open_tracker(tracking_uri),
-            n=n,
-            k=k,
-            measure=measure,
-            critical=critical or [],
-            candidate=candidate,
-            resolves=resolves,
-        )
-    except RagevalError as error:
-        fail(error)
+    started = start_review(
+        run,
+        out,
+        tracker=open_tracker(tracking_uri),
+        n=n,
+        k=k,
+        measure=measure,
+        critical=critical or [],
+        candidate=candidate,
+        resolves=resolves,
+    )
     for query_id, reasons in started.manifest["reasons"].items():
         echo(f"{query_id}: {reasons}")
     echo(f"{len(started.manifest['queries'])} queries to review: fill {out / 'review.csv'} (decision, reviewer, note)")
@@ -77,18 +73,15 @@ def record(
     or the review is incomplete."""
     from rageval.workflows.review import record_review
 
-    try:
-        folder = input_folder(folder, "DIR", "give the folder `rageval review start` wrote")
-        outcome = record_review(
-            folder,
-            tracker=open_tracker(tracking_uri),
-            sheets=sheet or [],
-            reviewer=reviewer,
-            scripted=scripted,
-            pool_out=pool_out,
-        )
-    except RagevalError as error:
-        fail(error)
+    folder = input_folder(folder, "DIR", "give the folder `rageval review start` wrote")
+    outcome = record_review(
+        folder,
+        tracker=open_tracker(tracking_uri),
+        sheets=sheet or [],
+        reviewer=reviewer,
+        scripted=scripted,
+        pool_out=pool_out,
+    )
     counts = outcome.decisions.counts()
     label = "SIMULATED " if outcome.simulated else ""
     echo(

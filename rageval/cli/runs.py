@@ -18,13 +18,11 @@ from rageval.cli.common import (
     TrackingUri,
     app,
     echo,
-    fail,
     input_file,
     open_tracker,
     output_file,
     parse_notebook_parameters,
 )
-from rageval.errors import RagevalError
 
 
 @app.command("run")
@@ -67,8 +65,6 @@ def run(
                 warn=lambda text: echo(text, err=True),
                 kernel=kernel,
             )
-    except RagevalError as error:
-        fail(error)
     finally:
         kernel.close()
     for run_id, reason in outcome.reaped:
@@ -92,15 +88,10 @@ def verify(run_id: Annotated[str, typer.Argument()], tracking_uri: TrackingUri =
     """Recompute every hash of a sealed run and check its keyed seal; exit 1 naming what changed."""
     from rageval.errors import VerificationError
 
-    try:
-        result = open_tracker(tracking_uri).verification(run_id)
-        if not result.intact:
-            raise VerificationError(run_id, result.changes)
-    except RagevalError as error:
-        fail(error)
+    result = open_tracker(tracking_uri).verification(run_id)
+    if not result.intact:
+        raise VerificationError(run_id, result.changes)
     covered = "artifact, param, metric and its history, tag, input, status and lifecycle"
-    if result.format == 1:
-        covered = "artifact, param, latest metric value, rageval tag and input"
     seal = (
         "keyed seal checked" if result.key_checked else ("keyed seal NOT checked" if result.keyed else "unkeyed seal")
     )
@@ -147,13 +138,10 @@ def export_run(
     from rageval.benchmark.trec import write_run
     from rageval.experiment.run import level_run
 
-    try:
-        output_file(out, "--out")
-        tracker = open_tracker(tracking_uri)
-        tracker.verify_or_raise(run_id)
-        frame = level_run(tracker.rankings(run_id), level.value)
-    except RagevalError as error:
-        fail(error)
+    output_file(out, "--out")
+    tracker = open_tracker(tracking_uri)
+    tracker.verify_or_raise(run_id)
+    frame = level_run(tracker.rankings(run_id), level.value)
     write_run(frame, out, tag=run_id[:12])
     echo(f"wrote {out}: {frame['query_id'].nunique()} queries")
 
@@ -179,10 +167,7 @@ def diff_notebooks(
 
     tracker = open_tracker(tracking_uri)
     with tempfile.TemporaryDirectory(prefix="rageval-nbdiff-") as tmp:
-        try:
-            old, new = download_notebooks(tracker, (run_a, run_b), Path(tmp))
-        except RagevalError as error:
-            fail(error)
+        old, new = download_notebooks(tracker, (run_a, run_b), Path(tmp))
         labels = (f"{run_a}:{old.name}", f"{run_b}:{new.name}")
         if not (full or metadata):
             echo(diff_notebook_files(old, new, labels, max_lines).rstrip("\n") or "no parameter or output differences")
@@ -207,10 +192,7 @@ def reproduce_run(
     """Re-execute a sealed run at its commit and compare rankings stage by stage; exit 1 if they differ."""
     from rageval.workflows.reproduce import reproduce
 
-    try:
-        result = reproduce(run_id, tracker=open_tracker(tracking_uri), allow_dirty=allow_dirty)
-    except RagevalError as error:
-        fail(error)
+    result = reproduce(run_id, tracker=open_tracker(tracking_uri), allow_dirty=allow_dirty)
     echo(f"original {result.original} → reproduction {result.reproduction} (record {result.record})")
     echo(result.table().to_string(index=False))
     worst = max(result.metric_differences.values(), default=0.0)

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from rageval.cli.common import app, echo, fail
-from rageval.errors import RagevalError, TrackingError
+from rageval.cli.common import app, echo
+from rageval.errors import TrackingError
 
 
 class _Stop(BaseException):
@@ -69,8 +69,6 @@ def server(
                     raise TrackingError(f"the tracking server stopped by itself; see {running.mlflow.log}")
     except _Stop:
         echo("stopped", err=True)
-    except RagevalError as error:
-        fail(error)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

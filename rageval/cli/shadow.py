@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from rageval.cli.common import TrackingUri, app, echo, fail, input_file, input_folder, open_tracker, parse_date
-from rageval.errors import InputError, Problem, RagevalError
+from rageval.cli.common import TrackingUri, app, echo, input_file, input_folder, open_tracker, parse_date
+from rageval.errors import InputError, Problem
 
 
 class _RecordByDefault(TyperGroup):
@@ -64,32 +64,29 @@ def record(
     from rageval.benchmark.migration import load_chunking
     from rageval.workflows.shadow import execute_shadow
 
-    try:
-        log = input_file(log, "LOG", "give a shadow log (.jsonl or .parquet)")
-        if policy is not None:
-            policy = input_file(policy, "--policy", "give an import policy, e.g. params/shadow/policy.yaml")
-        if benchmark is None:
-            raise InputError(Problem(file="--benchmark", message="missing", fix="give the benchmark folder"))
-        benchmark = input_folder(benchmark, "--benchmark", "give the benchmark folder")
-        outcome = execute_shadow(
-            log,
-            policy,
-            benchmark,
-            tracker=open_tracker(tracking_uri),
-            rules_file=input_file(rules, "--rules", "give a rules file") if rules else None,
-            baseline_run=baseline,
-            candidate_run=candidate,
-            chunking=load_chunking(chunking) if chunking else None,
-            pool_out=pool_out,
-            experiment=experiment,
-            k=k,
-            p=p,
-            resamples=resamples,
-            seed=seed,
-            today=parse_date(today),
-        )
-    except RagevalError as error:
-        fail(error)
+    log = input_file(log, "LOG", "give a shadow log (.jsonl or .parquet)")
+    if policy is not None:
+        policy = input_file(policy, "--policy", "give an import policy, e.g. params/shadow/policy.yaml")
+    if benchmark is None:
+        raise InputError(Problem(file="--benchmark", message="missing", fix="give the benchmark folder"))
+    benchmark = input_folder(benchmark, "--benchmark", "give the benchmark folder")
+    outcome = execute_shadow(
+        log,
+        policy,
+        benchmark,
+        tracker=open_tracker(tracking_uri),
+        rules_file=input_file(rules, "--rules", "give a rules file") if rules else None,
+        baseline_run=baseline,
+        candidate_run=candidate,
+        chunking=load_chunking(chunking) if chunking else None,
+        pool_out=pool_out,
+        experiment=experiment,
+        k=k,
+        p=p,
+        resamples=resamples,
+        seed=seed,
+        today=parse_date(today),
+    )
     a, o = outcome.analysis, outcome.analysis.overall
     p95 = a.latency_row(0.95)
     label = "SIMULATED " if outcome.simulated else ""
@@ -145,29 +142,26 @@ def simulate(
     from rageval.benchmark.loading import load_benchmark
     from rageval.cli.judge import _read_rankings
 
-    try:
-        bench = load_benchmark(input_folder(benchmark, "--benchmark", "give the benchmark folder"))
-        frames = {}
-        for role, spec in (("baseline", baseline), ("candidate", candidate)):
-            path = Path(spec)
-            frames[role] = (
-                _read_rankings(path)
-                if path.suffix in (".parquet", ".csv", ".tsv")
-                else open_tracker(tracking_uri).rankings(spec)
-            )
-        records = simulate_shadow(
-            frames["baseline"],
-            frames["candidate"],
-            bench,
-            requests,
-            seed=seed,
-            baseline_ms=baseline_ms,
-            candidate_ms=candidate_ms,
-            faults=Faults(rbo_drop, leaks, latency_factor, candidate_errors),
-            baseline_config=baseline,
-            candidate_config=candidate,
+    bench = load_benchmark(input_folder(benchmark, "--benchmark", "give the benchmark folder"))
+    frames = {}
+    for role, spec in (("baseline", baseline), ("candidate", candidate)):
+        path = Path(spec)
+        frames[role] = (
+            _read_rankings(path)
+            if path.suffix in (".parquet", ".csv", ".tsv")
+            else open_tracker(tracking_uri).rankings(spec)
         )
-        write_log(records, out)
-    except RagevalError as error:
-        fail(error)
+    records = simulate_shadow(
+        frames["baseline"],
+        frames["candidate"],
+        bench,
+        requests,
+        seed=seed,
+        baseline_ms=baseline_ms,
+        candidate_ms=candidate_ms,
+        faults=Faults(rbo_drop, leaks, latency_factor, candidate_errors),
+        baseline_config=baseline,
+        candidate_config=candidate,
+    )
+    write_log(records, out)
     echo(f"wrote {len(records)} SIMULATED requests (seed {seed}) to {out}")

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from rageval.errors import ConfigError, Problem
 from rageval.hashing import sha256_text
 from rageval.judging.judges import Judge, OpenAIBackend, SimilarityBackend
+from rageval.retry import call_with_retries
 
 # Instruction-like text in a document: a document is data, and one that talks to the model is an
 # attack or an accident either way; its label goes to human review.
@@ -185,36 +186,46 @@ class ChatBackend:
         if self.backend.json_mode:
             body["response_format"] = {"type": "json_object"}
         out = Sample()
-        for attempt in range(config.limits.retries + 1):
-            if attempt:
-                time.sleep(config.limits.backoff_s * 2 ** (attempt - 1))
+
+        def attempt() -> tuple[JudgeReply, tuple[int, int]]:
             out.attempts += 1
             started = time.perf_counter()
             try:
                 response = self.client.post(self.url, json=body, timeout=config.limits.timeout_s)
                 out.latency_s += time.perf_counter() - started
-                reply, tokens = _parse(response)
+                return _parse(response)
             except httpx.TimeoutException:
                 out.latency_s += time.perf_counter() - started
                 out.errors.append(f"timeout after {config.limits.timeout_s}s")
-                continue
+                raise
             except httpx.TransportError as exc:
                 out.latency_s += time.perf_counter() - started
                 out.errors.append(f"transport: {type(exc).__name__}")
-                continue
+                raise
             except ValueError as exc:  # a status, a body that is not JSON, a reply that is not a JudgeReply
                 out.tokens_in += getattr(exc, "tokens", (0, 0))[0]
                 out.tokens_out += getattr(exc, "tokens", (0, 0))[1]
                 out.errors.append(str(exc))
-                if isinstance(exc, _Status) and not exc.retry:
-                    break
-                continue
-            out.tokens_in += tokens[0]
-            out.tokens_out += tokens[1]
-            out.reply = reply
+                raise
+
+        try:
+            reply, tokens = call_with_retries(
+                attempt, retries=config.limits.retries, backoff_s=config.limits.backoff_s, retry_if=_retryable
+            )
+        except (httpx.TransportError, ValueError):
+            out.error = out.errors[-1]
             return out
-        out.error = out.errors[-1] if out.errors else "no attempt"
+        out.tokens_in += tokens[0]
+        out.tokens_out += tokens[1]
+        out.reply = reply
         return out
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Timeouts, transport errors, 429/5xx and malformed replies are tried again; other statuses are not."""
+    if isinstance(exc, _Status):
+        return exc.retry
+    return isinstance(exc, (httpx.TransportError, ValueError))
 
 
 class _Status(ValueError):

@@ -31,13 +31,13 @@ from typing import Annotated
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from rageval.errors import ConfigError, InputError, ServiceError
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.passages import HIT_FORMS, PassageFields, problem_text, resolve_hit
 from rageval.retrieval.preflight import header_problems
 from rageval.retrieval.schema import HttpConfig, Scalar
+from rageval.retry import call_with_retries
 from rageval.validation import shorten
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
@@ -200,15 +200,15 @@ class HttpStage:
                 raise _RetryableStatus(response)
             return response
 
-        retrying = Retrying(
-            stop=stop_after_attempt(config.retries + 1),
-            wait=wait_exponential(multiplier=config.backoff_s, max=config.max_backoff_s),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
-        )
         started = time.perf_counter()
         try:
-            response = retrying(send)
+            response = call_with_retries(
+                send,
+                retries=config.retries,
+                backoff_s=config.backoff_s,
+                max_backoff_s=config.max_backoff_s,
+                retry_if=_retryable,
+            )
             hits, server = self._parse(query, response)
             error = None
         except ServiceError as exc:

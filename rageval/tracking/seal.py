@@ -1,28 +1,24 @@
 """What a seal covers and how a sealed run is checked against it. Pure: no mlflow here;
 :class:`~rageval.tracking.store.Tracker` reads the run and writes the seal.
 
-A seal is ``manifest.json`` (the layout below) plus the ``rageval.seal`` tag, the manifest's
-sha256, written last. The manifest's ``format`` says which layout it has; a manifest without one
-is format 1, the layout of rageval before status, lifecycle, ``mlflow.*`` tags and metric
-histories were covered, and it is still checked as what it is:
+A seal is ``manifest.json`` plus the ``rageval.seal`` tag, the manifest's sha256, written last. The
+manifest (``format`` 2, the only one: rageval 0.1.0 reads no other) records:
 
-========================  ============================================  ===========================
-field                     format 1                                      format 2
-========================  ============================================  ===========================
-``run_id``                the run's ID                                  the same
-``artifacts``             path → sha256 of every artifact but itself    the same
-``params``                every param                                   the same
-``metrics``               every metric's latest value                   the same
-``metric_history``        —                                             every metric's full history:
-                                                                        ``[step, timestamp, value]``
-``tags``                  tags but ``mlflow.*`` and the seal tag        every tag but the seal tags
-``inputs``                ``name:digest`` of each dataset input         the same
-``run``                   — (a sealed run is FINISHED and active)       name, experiment, status,
-                                                                        lifecycle stage, start and
-                                                                        end time, as sealed
-``seal``                  —                                             keyed or not, the key's ID
-``sealed_at``             when                                          the same
-========================  ============================================  ===========================
+========================  ==========================================================================
+field                     what
+========================  ==========================================================================
+``format``                ``2``
+``run_id``                the run's ID
+``artifacts``             path → sha256 of every artifact but itself
+``params``                every param
+``metrics``               every metric's latest value
+``metric_history``        every metric's full history: ``[step, timestamp, value]``
+``tags``                  every tag but the seal tags
+``inputs``                ``name:digest`` of each dataset input
+``run``                   name, experiment, status, lifecycle stage, start and end time, as sealed
+``seal``                  keyed or not, the key's ID
+``sealed_at``             when
+========================  ==========================================================================
 
 A **keyed** seal adds ``rageval.seal.hmac``: the HMAC-SHA256 of the manifest's bytes under a key
 from ``RAGEVAL_SEAL_KEY`` (the key itself) or ``RAGEVAL_SEAL_KEY_FILE`` (a file holding it). An
@@ -46,14 +42,13 @@ from typing import Any
 from rageval.errors import TrackingError
 from rageval.tracking.records import MANIFEST, SEAL_TAG
 
-MANIFEST_FORMAT = 2
-FORMATS = (1, 2)
+MANIFEST_FORMAT = 2  # the one layout this rageval writes and reads
 HMAC_TAG = "rageval.seal.hmac"
 KEY_ENV = "RAGEVAL_SEAL_KEY"
 KEY_FILE_ENV = "RAGEVAL_SEAL_KEY_FILE"
 SEALED_STATUS = "FINISHED"
 ACTIVE = "active"
-# The run's own fields a format 2 manifest records, and how a change to each is named.
+# The run's own fields a manifest records, and how a change to each is named.
 RUN_FIELDS = {
     "status": "status",
     "lifecycle_stage": "lifecycle stage",
@@ -72,11 +67,6 @@ UNKEYED_NOTE = (
     "unkeyed seal: it proves the run still matches its manifest, not that nobody rewrote "
     f"{MANIFEST} and the {SEAL_TAG} tag together (seal with {KEY_ENV} or {KEY_FILE_ENV} set to detect that)"
 )
-FORMAT_1_NOTE = (
-    "format 1 manifest (sealed before status, lifecycle, mlflow.* tags and metric histories were covered): "
-    "those are checked only as far as every sealed run is FINISHED and not deleted"
-)
-
 
 # --------------------------------------------------------------------------- the run as it is now
 
@@ -100,29 +90,19 @@ class RunState:
     inputs: list[str]
 
 
-def manifest_v1(state: RunState) -> dict[str, Any]:
-    """The format 1 layout (no ``format`` field), as rageval wrote it before format 2."""
+def manifest_body(state: RunState) -> dict[str, Any]:
+    """The manifest of ``state`` (what verify recomputes; the seal adds ``seal`` and ``sealed_at``)."""
     return {
+        "format": MANIFEST_FORMAT,
         "run_id": state.run_id,
         "artifacts": {path: digest for path, digest in sorted(state.artifacts.items()) if path != MANIFEST},
         "params": dict(sorted(state.params.items())),
         "metrics": dict(sorted(state.metrics.items())),
-        "tags": {k: v for k, v in sorted(state.tags.items()) if not k.startswith("mlflow.") and k != SEAL_TAG},
+        "metric_history": {key: state.history[key] for key in sorted(state.history)},
+        "tags": {k: v for k, v in sorted(state.tags.items()) if k not in (SEAL_TAG, HMAC_TAG)},
         "inputs": sorted(state.inputs),
+        "run": {name: getattr(state, name) for name in RUN_FIELDS},
     }
-
-
-def manifest_v2(state: RunState) -> dict[str, Any]:
-    """The format 2 layout of ``state`` (what verify recomputes; the seal adds ``seal`` and ``sealed_at``)."""
-    body = manifest_v1(state)
-    body["format"] = 2
-    body["tags"] = {k: v for k, v in sorted(state.tags.items()) if k not in (SEAL_TAG, HMAC_TAG)}
-    body["metric_history"] = {key: state.history[key] for key in sorted(state.history)}
-    body["run"] = {name: getattr(state, name) for name in RUN_FIELDS}
-    return body
-
-
-LAYOUTS = {1: manifest_v1, 2: manifest_v2}
 
 
 def sealing_manifest(state: RunState, *, end_time: int, sealed_at: str, key: SealKey | None) -> dict[str, Any]:
@@ -130,7 +110,7 @@ def sealing_manifest(state: RunState, *, end_time: int, sealed_at: str, key: Sea
     ``end_time``."""
     if state.lifecycle_stage != ACTIVE:
         raise TrackingError(f"run {state.run_id} is {state.lifecycle_stage}: a deleted run is not sealed")
-    manifest = manifest_v2(state)
+    manifest = manifest_body(state)
     manifest["run"].update(status=SEALED_STATUS, end_time=end_time)
     manifest["seal"] = (
         {"keyed": False} if key is None else {"keyed": True, "algorithm": "hmac-sha256", "key_id": key.key_id}
@@ -222,17 +202,21 @@ def verification(
         return Verification(
             run_id, None, [*changes, f"{MANIFEST} is not a JSON object"], [], hmac_tag is not None, False
         )
-    version = sealed.get("format", 1)
-    if version not in FORMATS:
-        known = ", ".join(map(str, FORMATS))
-        changes.append(f"{MANIFEST} has format {version!r}; this rageval reads formats {known}: upgrade rageval")
+    version = sealed.get("format")
+    if version != MANIFEST_FORMAT:
+        newer = isinstance(version, int) and version > MANIFEST_FORMAT
+        said = "no format (format 1, which rageval no longer reads)" if version is None else f"format {version!r}"
+        changes.append(
+            f"{MANIFEST} has {said}; this rageval reads format {MANIFEST_FORMAT} only"
+            + (": upgrade rageval" if newer else "")
+        )
         return Verification(run_id, None, changes, [], hmac_tag is not None, False)
     try:
         changes += manifest_changes(sealed, state)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         changes.append(f"{MANIFEST} is malformed ({type(exc).__name__}: {exc}): it was not written by rageval")
         return Verification(run_id, version, changes, [], hmac_tag is not None, False)
-    notes = [FORMAT_1_NOTE] if version == 1 else []
+    notes: list[str] = []
     declared = sealed.get("seal", {}).get("keyed", False) if isinstance(sealed.get("seal"), dict) else False
     keyed = bool(declared or hmac_tag)
     sealed_key = sealed.get("seal", {}).get("key_id") if declared else None
@@ -272,23 +256,16 @@ def history_keys(data: bytes | None) -> list[str]:
 
 
 def manifest_changes(sealed: Mapping[str, Any], state: RunState) -> list[str]:
-    """Every difference between a sealed manifest (either format) and the run as it is now."""
-    version = sealed.get("format", 1)
-    now = LAYOUTS[version](state)
+    """Every difference between a sealed manifest and the run as it is now."""
+    now = manifest_body(state)
     changes = []
     if sealed.get("run_id") != state.run_id:
         changes.append(f"{MANIFEST} belongs to run {sealed.get('run_id')!r}, not {state.run_id!r}: it was copied here")
-    if version == 1:
-        # Format 1 did not record the run's fields; a sealed run is FINISHED and active all the same.
-        expected = {"status": SEALED_STATUS, "lifecycle_stage": ACTIVE}
-        changes += _run_changes(expected, {k: getattr(state, k) for k in expected})
-    else:
-        changes += _run_changes(sealed.get("run", {}), now["run"])
+    changes += _run_changes(sealed.get("run", {}), now["run"])
     changes += _diff("artifact", sealed.get("artifacts", {}), now["artifacts"], "content changed")
     for kind in ("params", "metrics", "tags"):
         changes += _diff(kind.rstrip("s"), sealed.get(kind, {}), now[kind], "value changed")
-    if version >= 2:
-        changes += _history_changes(sealed.get("metric_history", {}), now["metric_history"])
+    changes += _history_changes(sealed.get("metric_history", {}), now["metric_history"])
     if sealed.get("inputs", []) != now["inputs"]:
         changes.append(f"inputs changed: {sealed.get('inputs')} → {now['inputs']}")
     return changes

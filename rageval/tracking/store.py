@@ -14,8 +14,6 @@ runs of owners that died as KILLED.
 from __future__ import annotations
 
 import json
-import logging
-import os
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -78,13 +76,8 @@ class Tracker:
     """A tracking store. ``tracking_uri`` follows :func:`resolve_tracking_uri`."""
 
     def __init__(self, tracking_uri: str | None = None) -> None:
-        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         from mlflow import MlflowClient
 
-        # Creating a new sqlite store logs alembic migrations at INFO; they are not the user's concern.
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
-        logging.getLogger("alembic").setLevel(logging.WARNING)
         self.uri = resolve_tracking_uri(tracking_uri)
         self._written = Written()
         if not self.uri.startswith("sqlite:///"):

@@ -40,4 +40,8 @@ def test_an_override_with_a_known_answer_gets_it(label, expect, overrides):
 def test_a_relative_plugin_entrypoint_is_an_input_error():
     from readers import read_overrides
 
-    read_overrides(['retrieval.stages=[{type: plugin, entrypoint: ".x:y"}]'])
+    override = 'retrieval.stages=[{type: plugin, entrypoint: ".x:y"}]'
+    result = read_overrides([override])  # a traceback (anything but an InputError) raises here
+    assert not result.loaded
+    assert [(p.file, p.field) for p in result.problems] == [(f"--set {override}", "retrieval.stages[0].entrypoint")]
+    assert "(got '.x:y')" in result.problems[0].message
