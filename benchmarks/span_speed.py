@@ -80,7 +80,9 @@ def main() -> None:
     passages = passage_run(run)
     rows = [(q, *location(chunk), grade) for q, judged in qrels.items() for chunk, grade in judged.items()]
     evidence = evidence_from_rows(qrels, rows)
-    print(f"{args.queries:,} queries x {args.depth:,} passages, {len(evidence):,} judged spans; measures {', '.join(MEASURES)}")
+    print(
+        f"{args.queries:,} queries x {args.depth:,} passages, {len(evidence):,} judged spans; measures {', '.join(MEASURES)}"
+    )
 
     id_wall, id_cpu, by_id = timed(lambda: evaluate(run, qrels, MEASURES), args.repeat)
     span_wall, span_cpu, by_span = timed(lambda: evaluate(passages, evidence, MEASURES), args.repeat)

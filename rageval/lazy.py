@@ -24,4 +24,3 @@ def exports(package: str, names: Mapping[str, str]) -> tuple[Callable[[str], Any
         return sorted({*names, *namespace.get("__all__", ())})
 
     return __getattr__, __dir__
-

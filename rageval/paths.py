@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 # The file `rageval init` writes at a team project's root (see docs/team-repository.md).
 PROJECT_MARKER = ".rageval-project"
 

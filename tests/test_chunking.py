@@ -143,7 +143,9 @@ def test_span_judgments_grade_the_chunks_that_cover_them():
     other = chunk_document(Document(id="other", title="", text="whole document judged"), CONFIG)
     qrels = chunk_qrels([case], chunks + other)["q"]
     # Covered: an overlap of at least half the shorter of chunk and span (the contract's passages rule).
-    hit = [c.chunk_id for c in chunks if 2 * (min(c.end, end) - max(c.start, start)) >= min(c.end - c.start, end - start)]
+    hit = [
+        c.chunk_id for c in chunks if 2 * (min(c.end, end) - max(c.start, start)) >= min(c.end - c.start, end - start)
+    ]
     assert hit and all(qrels[c] == 3 for c in hit)
     assert not any(c.chunk_id in qrels for c in chunks if c.chunk_id not in hit)
     assert qrels[other[0].chunk_id] == 1

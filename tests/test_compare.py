@@ -418,7 +418,13 @@ def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_la
     comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=200, samples=500)
     table = cmp.results_table(comparison)
     assert list(table.index) == ["baseline", "three-candidates"]
-    assert list(table.columns) == [*comparison.measures, "p95 ms", "context tokens", "evidence recall", "evidence precision"]
+    assert list(table.columns) == [
+        *comparison.measures,
+        "p95 ms",
+        "context tokens",
+        "evidence recall",
+        "evidence precision",
+    ]
     mean = comparison.overall.set_index(["run", "measure"]).loc[("baseline", "nDCG@10"), "mean"]
     assert table.loc["baseline", "nDCG@10"] == f"{mean:.4f}"
     p95 = tracker.run(baseline).metrics["latency/total/p95_ms"]

@@ -231,7 +231,9 @@ def test_a_malformed_reply_fails_with_its_reason_and_is_not_retried(service, url
     output = Pipeline([http_stage(url, corpus, retries=2)]).run(queries[:3])
     ((query_id, stage, error, message),) = output.failures
     assert (query_id, stage, error) == (queries[1].query_id, "http", "ServiceError")
-    assert "malformed reply (body: Invalid JSON" in message and 'expected {"hits": [...]} with each hit {"id"}' in message
+    assert (
+        "malformed reply (body: Invalid JSON" in message and 'expected {"hits": [...]} with each hit {"id"}' in message
+    )
     assert service.seen.attempts[queries[1].query_id] == 1
     assert set(output.hits) == {queries[0].query_id, queries[2].query_id}
 

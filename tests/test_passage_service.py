@@ -35,7 +35,10 @@ PARAGRAPHS = {
     "timeouts": [
         "# Timeouts",
         "HTTPX raises a TimeoutException after five seconds of network inactivity by default.",
-        " ".join(f"Pool rule {n}: the pool timeout is the longest wait for connection {n}; then PoolTimeout." for n in range(6)),
+        " ".join(
+            f"Pool rule {n}: the pool timeout is the longest wait for connection {n}; then PoolTimeout."
+            for n in range(6)
+        ),
         "Pass timeout=None to disable every timeout on a client.",
     ],
     "background": [
@@ -115,7 +118,9 @@ def services(documents_file: Path) -> Iterator[dict[str, str]]:
             processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             urls[answer] = f"http://127.0.0.1:{port}"
         for (answer, url), process in zip(urls.items(), processes, strict=True):
-            deadline = time.monotonic() + 180  # three processes import fastapi and bm25s at once: slow on a busy machine
+            deadline = (
+                time.monotonic() + 180
+            )  # three processes import fastapi and bm25s at once: slow on a busy machine
             while True:
                 if process.poll() is not None:
                     output = process.stdout.read().decode() if process.stdout else ""

@@ -281,7 +281,7 @@ FORMULAS = [
     "\t=1+1",
     "+1+1",
     "-2+3+cmd|' /C calc'!A0",
-    "=HYPERLINK(\"http://evil.example\",\"click\")",
+    '=HYPERLINK("http://evil.example","click")',
     "\r=1+1",
 ]
 

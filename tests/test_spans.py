@@ -126,7 +126,9 @@ def test_whole_documents_graded_on_spans_equal_id_matching_on_trec_evals_suite()
     lengths = {d: 100 for d in set(run["doc_id"]) | {d for j in qrels.values() for d in j}}
     options = {"ties": "docid-desc", "no_relevant": "score"}
     by_id = evaluate(run, qrels, MEASURES, **options).per_query
-    by_span = evaluate(_whole_documents(run, lengths), _document_evidence(qrels, lengths), MEASURES, **options).per_query
+    by_span = evaluate(
+        _whole_documents(run, lengths), _document_evidence(qrels, lengths), MEASURES, **options
+    ).per_query
     pd.testing.assert_frame_equal(by_id, by_span)
 
 
@@ -233,7 +235,9 @@ def test_adjudicated_chunk_grades_are_the_grades_evaluation_uses_with_overlappin
         query="q",
         corpusVersion="v",
         split="dev",
-        relevant=[{"documentId": document.id, "grade": assessed[c.chunk_id], "start": c.start, "end": c.end} for c in chunks],
+        relevant=[
+            {"documentId": document.id, "grade": assessed[c.chunk_id], "start": c.start, "end": c.end} for c in chunks
+        ],
     )
     assert chunk_qrels([case], chunks)["q"] == assessed
 
@@ -248,9 +252,7 @@ def test_evidence_in_the_context_is_counted_in_tokens_once():
     # Evidence: tokens 2-4 (grade 3) and token 8 (grade 1); a grade-0 span never counts.
     evidence = spans(("d", 6, 14, 3), ("d", 24, 26, 1), ("d", 0, 2, 0))
     # Context: tokens 3-6 twice (overlapping passages), token 8.
-    context = pd.DataFrame(
-        {"query_id": "q", "parent_id": "d", "start": [9, 12, 24], "end": [20, 17, 26]}
-    )
+    context = pd.DataFrame({"query_id": "q", "parent_id": "d", "start": [9, 12, 24], "end": [20, 17, 26]})
     row = context_evidence(context, evidence, documents, starts.__getitem__, relevance=1).loc["q"]
     # evidence tokens {2,3,4,8} = 4; context tokens {3,4,5,6,8} = 5; both {3,4,8} = 3; either = 6
     assert (row["evidence_tokens"], row["context_tokens"], row["evidence_in_context_tokens"]) == (4, 5, 3)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import signal
 import threading
 import time
@@ -15,7 +14,7 @@ import nbformat
 import pandas as pd
 import pytest
 import yaml
-from conftest import DEMO, ROOT
+from conftest import ROOT
 
 from rageval.config.sweep import SweepConfig, expand, load_sweep
 from rageval.errors import BenchmarkError, ConfigError, SweepError

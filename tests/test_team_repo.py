@@ -78,7 +78,9 @@ def test_init_lays_out_a_project_outside_the_checkout(tmp_path):
     assert "--keep-id" in git(team, "config", "--local", "filter.nbstripout.clean")
     assert git(team, "check-attr", "filter", "--", "notebooks/evaluate.ipynb").endswith("nbstripout")
     assert {"mlruns/", ".rageval-cache/"} <= set((team / ".gitignore").read_text().splitlines())
-    assert result.next_commands()[0] == f"cd {team.resolve()}" and "rageval run params/bm25.yaml" in result.next_commands()
+    assert (
+        result.next_commands()[0] == f"cd {team.resolve()}" and "rageval run params/bm25.yaml" in result.next_commands()
+    )
 
 
 def test_init_refuses_a_non_empty_folder_and_force_overwrites_nothing(tmp_path):
@@ -245,7 +247,9 @@ def test_the_starter_params_are_valid_yaml_with_the_benchmark_beside(tmp_path):
     data = yaml.safe_load((team / "params" / "bm25.yaml").read_text())
     assert data["benchmark"] == "../benchmark" and data["retrieval"]["stages"][0]["type"] == "bm25"
     spec = yaml.safe_load((team / "benchmark" / "benchmark.yaml").read_text())
-    assert json.loads((team / "benchmark" / "cases.jsonl").read_text())["relevant"][0]["documentId"] == "getting-started"
+    assert (
+        json.loads((team / "benchmark" / "cases.jsonl").read_text())["relevant"][0]["documentId"] == "getting-started"
+    )
     assert spec["splits"] == ["dev", "release"]
     shutil.rmtree(team / ".git")  # inside another repository, init makes no repository of its own
     git(tmp_path, "init", "-q")

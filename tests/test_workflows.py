@@ -16,7 +16,7 @@ from rageval.experiment.run import run_experiment
 from rageval.tracking.store import Tracker
 from rageval.workflows.gate import execute_gate
 from rageval.workflows.guards import record_release_evaluation
-from rageval.workflows.run import execute_run, run_params, run_tags
+from rageval.workflows.run import run_params, run_tags
 
 BM25 = ROOT / "params" / "bm25.yaml"
 POLICY = ROOT / "params" / "gates" / "release.yaml"

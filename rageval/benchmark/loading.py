@@ -336,7 +336,11 @@ def _check_cases(
                     line,
                     f"{where}.documentId",
                     f"unknown document '{shorten(item.documentId)}'"
-                    + (f" ({shown(item.documentId)}); documents.jsonl has the look-alike {shown(alike)}" if alike else ""),
+                    + (
+                        f" ({shown(item.documentId)}); documents.jsonl has the look-alike {shown(alike)}"
+                        if alike
+                        else ""
+                    ),
                     "write the ID exactly as documents.jsonl does" if alike else "judge a document of documents.jsonl",
                 )
                 continue

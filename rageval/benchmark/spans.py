@@ -27,6 +27,7 @@ def covers(p_start: Offsets, p_end: Offsets, s_start: Offsets, s_end: Offsets) -
     shorter = np.minimum(p_end - p_start, s_end - s_start)
     return (overlap > 0) & (2 * overlap >= shorter)
 
+
 Match = Literal["exact", "normalised"]
 
 

@@ -44,7 +44,11 @@ def default_folder(benchmark: Benchmark, version: str) -> Path:
     A name or version that would make it another place (a path separator, ``..``) is refused."""
     spec_file = str(benchmark.path / BENCHMARK_FILE)
     for field, text, fix in (
-        ("name", benchmark.spec.name, "rename the benchmark in benchmark.yaml, or give the new version's folder (--out)"),
+        (
+            "name",
+            benchmark.spec.name,
+            "rename the benchmark in benchmark.yaml, or give the new version's folder (--out)",
+        ),
         ("version", version, "give a version without path characters, e.g. 1.1.0"),
     ):
         wrong = name_problem(text)

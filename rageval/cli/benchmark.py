@@ -300,28 +300,25 @@ def import_docs(
     from rageval.benchmark.labeling import load_draft
     from rageval.cli.progress import RunView
 
-    try:
-        input_folder(source, "SOURCE", "give the folder of the documentation pages")
-        if report is not None:
-            output_file(report, "--report")
-        request = DocsImport(
-            source=source,
-            out=out,
-            name=name,
-            version=version,
-            corpus_version=corpus_version,
-            steps=tuple(steps) if steps else None,
-            tables=tables.value if tables is not None else None,
-            include_root=input_folder(include_root, "--include-root", "give a folder") if include_root else None,
-            acl_map=read_acl_map(input_file(acl_map, "--acl-map", "give the YAML file")) if acl_map else None,
-            previous=load_draft(input_folder(previous, "--previous", "give the last version's folder"))
-            if previous
-            else None,
-        )
-        with RunView() as view:
-            result = run_import(request, view)
-    except RagevalError as error:
-        fail(error)
+    input_folder(source, "SOURCE", "give the folder of the documentation pages")
+    if report is not None:
+        output_file(report, "--report")
+    request = DocsImport(
+        source=source,
+        out=out,
+        name=name,
+        version=version,
+        corpus_version=corpus_version,
+        steps=tuple(steps) if steps else None,
+        tables=tables.value if tables is not None else None,
+        include_root=input_folder(include_root, "--include-root", "give a folder") if include_root else None,
+        acl_map=read_acl_map(input_file(acl_map, "--acl-map", "give the YAML file")) if acl_map else None,
+        previous=load_draft(input_folder(previous, "--previous", "give the last version's folder"))
+        if previous
+        else None,
+    )
+    with RunView() as view:
+        result = run_import(request, view)
     _print_import(result, again=previous is not None)
     if report is not None:
         report.write_text(json.dumps(result.to_json(), indent=2, ensure_ascii=False), encoding="utf-8")
@@ -366,25 +363,22 @@ def benchmark_label(
     from rageval.benchmark.labeling import label, read_questions
     from rageval.errors import InputError, Problem
 
-    try:
-        input_folder(path, "PATH", "give the benchmark's folder")
-        if from_file is not None:
-            given = [o for o, v in (("--query-id", query_id), ("--query", query), ("--doc", doc)) if v is not None]
-            if given:
-                raise InputError(
-                    Problem(
-                        file="--from",
-                        message=f"--from cannot be combined with {', '.join(given)}",
-                        fix="put every case in the file, or drop --from",
-                    )
+    input_folder(path, "PATH", "give the benchmark's folder")
+    if from_file is not None:
+        given = [o for o, v in (("--query-id", query_id), ("--query", query), ("--doc", doc)) if v is not None]
+        if given:
+            raise InputError(
+                Problem(
+                    file="--from",
+                    message=f"--from cannot be combined with {', '.join(given)}",
+                    fix="put every case in the file, or drop --from",
                 )
-            questions, lines = read_questions(input_file(from_file, "--from", "give the questions YAML"))
-            batch = [(q, f"{from_file}:{lines.get(('cases', i), '')}".rstrip(":")) for i, q in enumerate(questions)]
-        else:
-            batch = [(_one_question(query_id, query, doc, quote, heading, regex, grade, split, slice_), "the options")]
-        done = label(path, batch)
-    except RagevalError as error:
-        fail(error)
+            )
+        questions, lines = read_questions(input_file(from_file, "--from", "give the questions YAML"))
+        batch = [(q, f"{from_file}:{lines.get(('cases', i), '')}".rstrip(":")) for i, q in enumerate(questions)]
+    else:
+        batch = [(_one_question(query_id, query, doc, quote, heading, regex, grade, split, slice_), "the options")]
+    done = label(path, batch)
     echo(
         f"wrote {path}: {len(done.added)} cases added, {len(done.extended)} given judgments, {done.judgments} judgments"
     )

@@ -35,10 +35,7 @@ def init(
     """Lay out a team's project: params/, a benchmark skeleton, the notebooks, store and cache, git and its filter."""
     from rageval.workflows.init import init_project
 
-    try:
-        result = init_project(folder, force=force)
-    except RagevalError as error:
-        fail(error)
+    result = init_project(folder, force=force)
     for name in result.written:
         echo(f"wrote {name}")
     for name in result.kept:

@@ -35,7 +35,9 @@ def _run_name(value: str) -> str:
             "write it with letters, digits, '-', '_' and '.'"
         )
     if "/" in value or "\\" in value or value in (".", ".."):
-        raise ValueError("the name holds a path separator (or is . or ..): write it with letters, digits, '-', '_' and '.'")
+        raise ValueError(
+            "the name holds a path separator (or is . or ..): write it with letters, digits, '-', '_' and '.'"
+        )
     return value
 
 
@@ -76,7 +78,9 @@ class EvaluationConfig(Strict):
         default=1, ge=1, description="lowest grade that counts as relevant for binary measures"
     )
     gain: Gain = Field(default="grade", description="nDCG gain: the grade, or 2^grade - 1")
-    depth: StrictInt = Field(default=10, ge=1, le=MAX_K, description="depth of the Judged@k, unjudged and tie-rate diagnostics")
+    depth: StrictInt = Field(
+        default=10, ge=1, le=MAX_K, description="depth of the Judged@k, unjudged and tie-rate diagnostics"
+    )
     abstain_below: float | None = Field(
         default=None, description="top score below which retrieval abstains (unanswerable contract); null: not measured"
     )

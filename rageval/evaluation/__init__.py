@@ -121,6 +121,6 @@ if TYPE_CHECKING:
     from rageval.evaluation.metrics import Evaluation, Provider, evaluate
     from rageval.evaluation.native import NATIVE
     from rageval.evaluation.ordering import order_ranking
-    from rageval.evaluation.spans import Evidence, evidence_spans
     from rageval.evaluation.rollup import PARENT_LEVEL, PARENT_PREFIX, measure_level, rollup_to_parent
+    from rageval.evaluation.spans import Evidence, evidence_spans
     from rageval.evaluation.unanswerable import Abstention, abstention, top_scores

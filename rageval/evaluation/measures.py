@@ -52,7 +52,9 @@ def parse_measure(text: str) -> Measure:
         ) from None
     wrong = _parameter_problem(measure)
     if wrong:
-        raise MeasureError(Problem(file="<measures>", field="measures", message=f"measure {text!r}: {wrong[0]}", fix=wrong[1]))
+        raise MeasureError(
+            Problem(file="<measures>", field="measures", message=f"measure {text!r}: {wrong[0]}", fix=wrong[1])
+        )
     return Measure(text=text.strip(), measure=measure)
 
 

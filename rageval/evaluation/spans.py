@@ -33,8 +33,8 @@ import pyarrow as pa
 from rageval.benchmark.schema import Case, Document
 from rageval.benchmark.spans import covers
 from rageval.errors import EvaluationError
-from rageval.evaluation.ids import arrow_strings, hash_strings, query_key
 from rageval.evaluation.contract import DuplicatePolicy, TiePolicy
+from rageval.evaluation.ids import arrow_strings, hash_strings, query_key
 from rageval.evaluation.ordering import EMPTY, Ranked, rank_run
 from rageval.evaluation.qrels import Graded
 from rageval.validation import absent_columns
@@ -67,7 +67,13 @@ class Evidence:
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame(
-            {"query_id": self.query, "document_id": self.document, "start": self.start, "end": self.end, "grade": self.grade}
+            {
+                "query_id": self.query,
+                "document_id": self.document,
+                "start": self.start,
+                "end": self.end,
+                "grade": self.grade,
+            }
         )
 
 
@@ -163,7 +169,8 @@ def coverage(ranked: Ranked, evidence: Evidence, run: pd.DataFrame) -> Coverage:
     # A hash match only suggests the pair: the query and the document ID decide.
     input_row = ranked.row[pair_row]
     same = (ranked.query[pair_row] == code[pair_span]) & (
-        documents.take(pa.array(input_row, type=pa.int64())).to_numpy(zero_copy_only=False) == evidence.document[pair_span]
+        documents.take(pa.array(input_row, type=pa.int64())).to_numpy(zero_copy_only=False)
+        == evidence.document[pair_span]
     )
     pair_row, pair_span, input_row = pair_row[same], pair_span[same], input_row[same]
     p_start, p_end = starts[input_row], ends[input_row]
@@ -242,7 +249,10 @@ def graded_ranking(
     spans = pd.DataFrame(
         {
             "query_id": evidence.query,
-            "span": [span_label(d, int(s), int(e)) for d, s, e in zip(evidence.document, evidence.start, evidence.end, strict=True)],
+            "span": [
+                span_label(d, int(s), int(e))
+                for d, s, e in zip(evidence.document, evidence.start, evidence.end, strict=True)
+            ],
             "grade": evidence.grade,
             "rank": credited,
         }

@@ -87,7 +87,11 @@ def context_evidence(
         for document, (judged, shown) in per_document.items():
             starts = token_starts(document)
             judged, shown = merged(judged), merged(shown)
-            counts += (tokens_in(starts, judged), tokens_in(starts, shown), tokens_in(starts, intersection(judged, shown)))
+            counts += (
+                tokens_in(starts, judged),
+                tokens_in(starts, shown),
+                tokens_in(starts, intersection(judged, shown)),
+            )
         found, context_tokens, both = (int(c) for c in counts)
         union = found + context_tokens - both
         rows[query] = (

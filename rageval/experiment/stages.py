@@ -66,7 +66,9 @@ def evidence_items(evidence: Evidence) -> dict[str, dict[str, int]]:
 def covered_items(rankings: pd.DataFrame, evidence: Evidence) -> dict[str, set[str]]:
     """The judged spans (as trail items) each query's ranking covers (the contract's passages rule)."""
     spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
-    for query, document, start, end in zip(evidence.query, evidence.document, evidence.start, evidence.end, strict=True):
+    for query, document, start, end in zip(
+        evidence.query, evidence.document, evidence.start, evidence.end, strict=True
+    ):
         spans.setdefault((query, document), []).append((int(start), int(end)))
     out: dict[str, set[str]] = {}
     rows = rankings[["query_id", "parent_id", "start", "end"]].itertuples(index=False)

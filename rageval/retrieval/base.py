@@ -132,7 +132,9 @@ class Corpus:
             return self.passage(document_id, *found.unique)
         shown = text if len(text) <= 60 else text[:57] + "..."
         if not found.spans:
-            raise InputError(f"passage text {shown!r} is not in document '{document_id}' (not even after normalising whitespace and Unicode)")
+            raise InputError(
+                f"passage text {shown!r} is not in document '{document_id}' (not even after normalising whitespace and Unicode)"
+            )
         places = ", ".join(f"{a}-{b}" for a, b in found.spans[:5])
         raise InputError(
             f"passage text {shown!r} occurs {len(found.spans)} times in document '{document_id}' (at {places}); "

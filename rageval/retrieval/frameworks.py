@@ -118,7 +118,7 @@ def ranking(corpus: Corpus, found: Sequence[Found], k: int, allowed: set[str] | 
         if len(kept) == k:
             break
     scores = [s for s in kept.values() if s is not None]
-    if len(scores) == len(kept) and all(a >= b for a, b in zip(scores, scores[1:])):
+    if len(scores) == len(kept) and all(a >= b for a, b in zip(scores, scores[1:], strict=False)):
         return [Hit(i, s) for i, s in zip(kept, scores, strict=True)], "retriever"
     return [Hit(i, 1.0 / rank) for rank, i in enumerate(kept, start=1)], "rank"
 

@@ -29,7 +29,9 @@ class PassageFields(Strict):
     documentId: StrictStr | None = Field(default=None, min_length=1, description="the passage's document")
     start: StrictInt | None = Field(default=None, ge=0, description="character offset, inclusive")
     end: StrictInt | None = Field(default=None, gt=0, description="character offset, exclusive")
-    text: StrictStr | None = Field(default=None, min_length=1, description="the passage's text, located in the document")
+    text: StrictStr | None = Field(
+        default=None, min_length=1, description="the passage's text, located in the document"
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> PassageFields:

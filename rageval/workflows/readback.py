@@ -81,7 +81,9 @@ def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
             # Runs recorded before rankings named their passages' offsets: their chunks' own.
             run.rankings[["start", "end"]] = [offsets.get(c, (0, 0)) for c in run.rankings["chunk_id"]]
         # Another system's passages: their text is their document's, between their offsets.
-        for passage, parent, start, end in run.rankings[["chunk_id", "parent_id", "start", "end"]].itertuples(index=False):
+        for passage, parent, start, end in run.rankings[["chunk_id", "parent_id", "start", "end"]].itertuples(
+            index=False
+        ):
             if passage not in texts and parent in benchmark.documents:
                 texts[passage] = benchmark.documents[parent].text[int(start) : int(end)]
     qrels: dict[str, dict[str, int]] | Evidence = (

@@ -199,8 +199,10 @@ def _describe(version: str, tags: dict[str, str]) -> str:
     commit = tags.get("rageval.source.commit", "unknown")
     if commit == "installed":
         return f"rageval {version} (installed)"
-    state = "clean" if tags.get("rageval.source.dirty") == "false" else (
-        f"uncommitted changes, diff sha256 {tags.get('rageval.source.diff_sha256', 'unknown')[:12]}"
+    state = (
+        "clean"
+        if tags.get("rageval.source.dirty") == "false"
+        else (f"uncommitted changes, diff sha256 {tags.get('rageval.source.diff_sha256', 'unknown')[:12]}")
     )
     return f"rageval {version} (checkout commit {commit[:12]}, {state})"
 
@@ -226,10 +228,18 @@ _SOURCE_KEYS = ("rageval.source.commit", "rageval.source.dirty", "rageval.source
 def _repository(run_id: str, commit: str, tags: dict[str, str], repo: Path | None) -> Path:
     """The repository to check ``commit`` out of: ``repo``, else the one holding the working
     directory, else the project the run recorded (when the working directory's lacks the commit)."""
-    candidates = [repo] if repo else [
-        Path(_git(Path.cwd(), "rev-parse", "--show-toplevel", check=False).stdout.strip() or Path.cwd()),
-        *([Path(tags["rageval.project.root"])] if Path(tags.get("rageval.project.root", "unknown")).is_dir() else []),
-    ]
+    candidates = (
+        [repo]
+        if repo
+        else [
+            Path(_git(Path.cwd(), "rev-parse", "--show-toplevel", check=False).stdout.strip() or Path.cwd()),
+            *(
+                [Path(tags["rageval.project.root"])]
+                if Path(tags.get("rageval.project.root", "unknown")).is_dir()
+                else []
+            ),
+        ]
+    )
     for candidate in candidates:
         if _git(candidate, "cat-file", "-e", f"{commit}^{{commit}}", check=False).returncode == 0:
             return candidate
