@@ -39,6 +39,8 @@ class RagevalGroup(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):  # exits, usage errors: typer's own
             raise
+        except BrokenPipeError:  # the reader left (`rageval runs | head`): typer exits 1 quietly
+            raise
         except RagevalError as error:
             fail(error)
         except Exception as error:

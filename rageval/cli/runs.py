@@ -234,6 +234,7 @@ def ui(
     import urllib.request
 
     from rageval.paths import artifact_root_for
+    from rageval.tracking.records import ui_link
     from rageval.tracking.store import resolve_tracking_uri
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -285,7 +286,7 @@ def ui(
                 time.sleep(0.5)
         if server.poll() is None:
             # MLflow 3.17's UI opens in its GenAI mode (traces) unless the URL asks for model training (runs).
-            echo(f"MLflow UI: {url}/#/?workflowType=machine_learning  (store: {uri}; Ctrl-C stops it)")
+            echo(f"MLflow UI: {ui_link(base=url)}  (store: {uri}; Ctrl-C stops it)")
         code = server.wait()
     finally:
         for sig, handler in previous.items():
