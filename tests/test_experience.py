@@ -114,3 +114,39 @@ def test_rageval_runs_piped_into_head_prints_the_first_line(store):
     assert len(lines) == 2 and re.match(r"^[0-9a-f]{32}  ", lines[0]), done.stdout
     assert lines[1] in ("status 0", "status 1")  # 1 only when head left before the last line was written
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------------------- help texts
+
+
+def _leaves(command, path=()):
+    commands = getattr(command, "commands", None)
+    if not commands:
+        yield path, command
+        return
+    for name, sub in commands.items():
+        yield from _leaves(sub, (*path, name))
+
+
+def test_every_help_text_keeps_its_default_and_no_option_is_without_help():
+    import typer.main
+    from typer.testing import CliRunner
+
+    from rageval.cli import app
+
+    root = typer.main.get_command(app)
+    runner = CliRunner()
+    shown, empty = 0, []
+    for path, command in _leaves(root):
+        out = runner.invoke(app, [*path, "--help"], terminal_width=400, env={"COLUMNS": "400"}).output
+        flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
+        for param in command.params:
+            text = (param.help or "") if hasattr(param, "help") else ""
+            if not text.strip() and param.param_type_name == "option" and param.name != "help":
+                empty.append(f"{' '.join(path)} --{param.name}")
+            for default in re.findall(r"\\\[default: [^\]]*\]", text):
+                assert " ".join(default.replace("\\[", "[").split()) in flat, (path, param.name, default)
+                shown += 1
+    assert shown >= 40  # the help texts that write their own default (43 when the issue was filed)
+    assert "benchmark import trec --corpus_version" not in empty
+    assert "benchmark import beir --corpus_version" not in empty
