@@ -150,3 +150,36 @@ def test_every_help_text_keeps_its_default_and_no_option_is_without_help():
     assert shown >= 40  # the help texts that write their own default (43 when the issue was filed)
     assert "benchmark import trec --corpus_version" not in empty
     assert "benchmark import beir --corpus_version" not in empty
+
+
+# ---------------------------------------------------------------------------- kernels leave nothing behind
+
+
+@pytest.mark.parametrize("inside_a_loop", [False, True], ids=["cli", "notebook-kernel"])
+def test_a_warm_kernel_leaves_no_folder_and_no_unawaited_coroutine(tmp_path, monkeypatch, inside_a_loop):
+    """rageval run closes its warm kernel from plain code; papermill's door (record=True) closes the
+    nested one from inside a kernel, where an event loop is running."""
+    import asyncio
+    import gc
+    import tempfile
+    import warnings
+
+    from rageval.workflows.kernels import WarmKernel
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def use_one() -> None:
+        kernel = WarmKernel(tmp_path, preload=())
+        kernel.manager()
+        assert any(p.name.startswith("rageval-kernel-") for p in tmp_path.iterdir())  # its sockets
+        kernel.close()
+
+    async def in_a_loop() -> None:
+        use_one()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        asyncio.run(in_a_loop()) if inside_a_loop else use_one()
+        gc.collect()
+    assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
+    assert list(tmp_path.iterdir()) == []
