@@ -183,3 +183,64 @@ def test_a_warm_kernel_leaves_no_folder_and_no_unawaited_coroutine(tmp_path, mon
         gc.collect()
     assert [str(w.message) for w in caught if "never awaited" in str(w.message)] == []
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------- notebook tables
+
+
+def _ids_and_selectors(html: str) -> tuple[str, set[str]]:
+    table = re.search(r'<table id="(T_[^"]+)"', html).group(1)  # type: ignore[union-attr]
+    selectors = set(re.findall(r"#(T_[A-Za-z0-9_]+?)_(?:row|level|col)", html))
+    return table, selectors
+
+
+def test_two_styled_tables_never_share_an_id_and_one_s_css_never_reaches_the_other():
+    import pandas as pd
+
+    from rageval.safety import styled
+
+    a = styled(pd.DataFrame({"nDCG@10": [0.5, 0.7]}, index=["bm25", "dense"])).highlight_max(color="#cfc")
+    b = styled(pd.DataFrame({"R@5": [0.9, 0.1]}, index=["bm25", "dense"])).highlight_max(color="#cfc")
+    id_a, css_a = _ids_and_selectors(a.to_html())
+    id_b, css_b = _ids_and_selectors(b.to_html())
+    assert id_a != id_b
+    assert css_a == {id_a} and css_b == {id_b}  # each table's style rules select only its own cells
+    # Stable: the same table renders with the same ID (two executions diff only where values differ).
+    assert a.to_html() == a.to_html() == a._repr_html_()
+    assert re.fullmatch(r"T_rageval_[0-9a-f]{10}", id_a)
+    # An explicit ID is still honoured.
+    assert '<table id="T_mine"' in a.to_html(table_uuid="mine")
+
+
+def test_the_notebook_diff_masks_rageval_table_ids():
+    from rageval.workflows.notebook_diff import _mask
+
+    assert _mask('<td id="T_rageval_0123456789_row0_col0">') == '<td id="T_…_row0_col0">'
+
+
+# ---------------------------------------------------------------------------- diff-notebooks on local files
+
+
+def test_diff_notebooks_takes_local_ipynb_files_without_a_store(tmp_path):
+    import nbformat
+    from typer.testing import CliRunner
+
+    from rageval.cli import app
+
+    def notebook(value: str) -> Path:
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("x", execution_count=1)]
+        nb.cells[0].outputs = [nbformat.v4.new_output("execute_result", data={"text/plain": value}, execution_count=1)]
+        path = tmp_path / f"{value}.ipynb"
+        nbformat.write(nb, path)
+        return path
+
+    old, new = notebook("0.5970"), notebook("0.6012")
+    result = CliRunner().invoke(app, ["diff-notebooks", str(old), str(new), "--tracking-uri", "sqlite:////nonexistent/x.db"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[:2] == [f"--- {old}", f"+++ {new}"]
+    assert "-0.5970" in lines and "+0.6012" in lines
+    missing = CliRunner().invoke(app, ["diff-notebooks", str(old), str(tmp_path / "gone.ipynb")])
+    assert missing.exit_code == 2
+    assert f"{tmp_path / 'gone.ipynb'}: no such notebook file (give a .ipynb file that exists, or a run ID)" in missing.output

@@ -160,8 +160,8 @@ def export_run(
 
 @app.command("diff-notebooks")
 def diff_notebooks(
-    run_a: Annotated[str, typer.Argument(help="run ID")],
-    run_b: Annotated[str, typer.Argument(help="run ID")],
+    run_a: Annotated[str, typer.Argument(help="run ID, or a local .ipynb file")],
+    run_b: Annotated[str, typer.Argument(help="run ID, or a local .ipynb file")],
     full: Annotated[
         bool, typer.Option("--full", help="nbdime's complete diff (every output line, images as digests)")
     ] = False,
@@ -171,19 +171,26 @@ def diff_notebooks(
     max_lines: Annotated[int, typer.Option(help="lines shown per change (0: all)", min=0)] = 40,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Show what differs between two runs' executed notebooks: parameters (the configuration as YAML
-    lines) and outputs as text, without timings, counts or IDs; --full for nbdime's complete diff."""
+    """Show what differs between two runs' executed notebooks (or a run's and a local .ipynb, or two
+    local ones): parameters (the configuration as YAML lines) and outputs as text, without timings,
+    counts or IDs; --full for nbdime's complete diff."""
     import tempfile
 
-    from rageval.workflows.notebook_diff import diff_notebook_files, download_notebooks, nbdime_diff
+    from rageval.workflows.notebook_diff import (
+        diff_notebook_files,
+        download_notebooks,
+        is_notebook_file,
+        nbdime_diff,
+    )
 
-    tracker = open_tracker(tracking_uri)
+    names = (run_a, run_b)
     with tempfile.TemporaryDirectory(prefix="rageval-nbdiff-") as tmp:
         try:
-            old, new = download_notebooks(tracker, (run_a, run_b), Path(tmp))
+            tracker = None if all(is_notebook_file(n) for n in names) else open_tracker(tracking_uri)
+            old, new = download_notebooks(tracker, names, Path(tmp))
         except RagevalError as error:
             fail(error)
-        labels = (f"{run_a}:{old.name}", f"{run_b}:{new.name}")
+        labels = tuple(n if is_notebook_file(n) else f"{n}:{p.name}" for n, p in zip(names, (old, new), strict=True))
         if not (full or metadata):
             echo(diff_notebook_files(old, new, labels, max_lines).rstrip("\n") or "no parameter or output differences")
             return
