@@ -244,3 +244,31 @@ def test_diff_notebooks_takes_local_ipynb_files_without_a_store(tmp_path):
     missing = CliRunner().invoke(app, ["diff-notebooks", str(old), str(tmp_path / "gone.ipynb")])
     assert missing.exit_code == 2
     assert f"{tmp_path / 'gone.ipynb'}: no such notebook file (give a .ipynb file that exists, or a run ID)" in missing.output
+
+
+# ---------------------------------------------------------------------------- the HTML render
+
+
+def test_the_html_render_is_styled_offline_and_runs_nothing(tmp_path):
+    import nbformat
+    import pandas as pd
+
+    from rageval.safety import styled
+    from rageval.workflows.run import notebook_html
+
+    table = styled(pd.DataFrame({"nDCG@10": [0.5]}, index=["bm25"]))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("styled(frame)", execution_count=1)]
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output("display_data", data={"text/html": table.to_html(), "text/plain": "table"}),
+        nbformat.v4.new_output("display_data", data={"application/javascript": "alert(1)", "text/plain": "js"}),
+    ]
+    path = tmp_path / "evaluate.ipynb"
+    nbformat.write(nb, path)
+    page = notebook_html(path).decode()
+    assert page.lstrip().lower().startswith("<!doctype html")
+    assert "<title>evaluate</title>" in page
+    assert "<script" not in page.lower() and "alert(1)" not in page
+    assert not re.findall(r"""(?:src|href)=["']?https?:|@import|url\(\s*["']?https?:""", page)  # nothing fetched
+    assert ".jp-OutputArea-output" in page and "--jp-content-font-color1" in page  # JupyterLab's CSS, inlined
+    assert 'class="jp-Notebook"' in page and 'id="T_rageval_' in page
