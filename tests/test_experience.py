@@ -272,3 +272,29 @@ def test_the_html_render_is_styled_offline_and_runs_nothing(tmp_path):
     assert not re.findall(r"""(?:src|href)=["']?https?:|@import|url\(\s*["']?https?:""", page)  # nothing fetched
     assert ".jp-OutputArea-output" in page and "--jp-content-font-color1" in page  # JupyterLab's CSS, inlined
     assert 'class="jp-Notebook"' in page and 'id="T_rageval_' in page
+
+
+# ---------------------------------------------------------------------------- a clean first run
+
+
+def test_loading_an_encoder_in_a_notebook_kernel_prints_no_tqdm_warning(tmp_path):
+    """A run's first notebook (cold cache) loads the dense encoder's libraries in the kernel, and tqdm
+    warned "IProgress not found" into it, in red."""
+    import json
+
+    import nbformat
+
+    from rageval.workflows.notebooks import execute_notebook
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("from rageval.retrieval.encoders import _import, _quiet\n_quiet()\nst = _import('sentence_transformers')"),
+        nbformat.v4.new_code_cell("import sys\n'tqdm.autonotebook' in sys.modules"),
+    ]
+    source, out = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
+    nbformat.write(nb, source)
+    execute_notebook(source, out, {})
+    cells = json.loads(out.read_text())["cells"]
+    assert cells[0]["outputs"] == []
+    assert "".join(cells[1]["outputs"][0]["data"]["text/plain"]) == "True"  # the import that used to warn did happen
