@@ -298,3 +298,86 @@ def test_loading_an_encoder_in_a_notebook_kernel_prints_no_tqdm_warning(tmp_path
     cells = json.loads(out.read_text())["cells"]
     assert cells[0]["outputs"] == []
     assert "".join(cells[1]["outputs"][0]["data"]["text/plain"]) == "True"  # the import that used to warn did happen
+
+
+# ---------------------------------------------------------------------------- iterating in JupyterLab
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def _run_and_save_as_jupyterlab(path: Path, edit: dict[str, str] | None = None) -> None:
+    """Edit parameters, run cells in a real kernel and save through jupyter_server's contents manager
+    (JupyterLab's own save), with the kernelspec and language_info JupyterLab writes."""
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    parameters = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    for old, new in (edit or {}).items():
+        assert old in parameters.source
+        parameters.source = parameters.source.replace(old, new)
+    probe = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('print("ran")\n1 + 1')])
+    NotebookClient(probe, kernel_name="python3", record_timing=True).execute()
+    first_code = next(c for c in nb.cells if c.cell_type == "code" and c is not parameters)
+    first_code.outputs, first_code.execution_count = probe.cells[0].outputs, 2
+    first_code.metadata["execution"] = probe.cells[0].metadata["execution"]
+    parameters.execution_count = 1
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    nb.metadata["kernelspec"] = {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+    nb.metadata["language_info"] = probe.metadata["language_info"]
+    manager = FileContentsManager(root_dir=str(path.parents[1]))
+    manager.save({"type": "notebook", "format": "json", "content": nb}, str(path.relative_to(path.parents[1])))
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    from rageval.workflows.provenance import install_notebook_filter
+
+    repo = tmp_path / "clone"
+    (repo / "notebooks").mkdir(parents=True)
+    for name in (".gitattributes", ".gitignore", "notebooks/evaluate.ipynb", "notebooks/compare.ipynb"):
+        (repo / name).write_bytes((ROOT / name).read_bytes())
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-q", "-m", "c")
+    install_notebook_filter(repo)
+    return repo
+
+
+def test_a_scratch_copy_is_edited_run_and_saved_and_git_stays_clean(clone):
+    from rageval.workflows.provenance import dirty_files
+
+    scratch = clone / "notebooks" / "scratch"
+    scratch.mkdir()
+    (scratch / "evaluate.ipynb").write_bytes((clone / "notebooks" / "evaluate.ipynb").read_bytes())
+    _run_and_save_as_jupyterlab(
+        scratch / "evaluate.ipynb", {'config_path: str = "params/bm25.yaml"': 'config_path: str = "params/dense.yaml"'}
+    )
+    saved = (scratch / "evaluate.ipynb").read_text()
+    assert "params/dense.yaml" in saved and '"ran' in saved
+    assert _git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+    assert dirty_files(clone) == []
+
+
+def test_run_all_and_save_of_the_tracked_notebook_with_no_edit_leaves_no_diff(clone):
+    for name in ("evaluate", "compare"):
+        _run_and_save_as_jupyterlab(clone / "notebooks" / f"{name}.ipynb")
+        assert '"Python 3 (ipykernel)"' in (clone / "notebooks" / f"{name}.ipynb").read_text()
+    assert _git(clone, "diff") == ""
+    _git(clone, "add", "notebooks")  # refreshes git's stat cache (see docs/notebooks.md); stages nothing
+    assert _git(clone, "status", "--porcelain") == ""
+
+
+def test_the_compare_notebook_s_errors_name_its_parameters(store):
+    from rageval.errors import ComparisonError
+    from rageval.workflows.readback import load_inputs
+
+    tracker = Tracker(store)
+    with pytest.raises(ComparisonError, match=r'in compare\.ipynb\'s parameters cell, baseline = "RUN"'):
+        load_inputs(tracker, None, [])  # type: ignore[arg-type]
+    with pytest.raises(ComparisonError, match=r'candidates = \["RUN"\]\), or a sweep .*sweep = "PARENT"'):
+        load_inputs(tracker, "some-run", [])
