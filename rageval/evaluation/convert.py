@@ -70,10 +70,12 @@ def as_qrels(qrels: Any) -> dict[str, dict[str, int]]:
         triples: Iterable[tuple[Any, Any, Any]] = frame[["query_id", "doc_id", "relevance"]].itertuples(index=False)
     else:
         nested = _nested(qrels)
-        if nested is not None:
-            triples = ((q, d, g) for q, docs in nested.items() for d, g in _pairs(docs, q, "qrels"))
-        else:
-            triples = _tuples(qrels, ("query_id", "doc_id", "relevance"), "qrels", _QREL_SHAPES)
+        if nested is not None:  # the common shape, built in one pass (an int grade is taken as it is)
+            return {
+                str(q): {str(d): g if type(g) is int else _grade(g, q, d) for d, g in _pairs(docs, q, "qrels")}
+                for q, docs in nested.items()
+            }
+        triples = _tuples(qrels, ("query_id", "doc_id", "relevance"), "qrels", _QREL_SHAPES)
     out: dict[str, dict[str, int]] = {}
     for query, doc, grade in triples:
         out.setdefault(str(query), {})[str(doc)] = _grade(grade, query, doc)
