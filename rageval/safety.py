@@ -5,6 +5,7 @@ unchanged, so a reader sees what the corpus holds, never what it would execute."
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 # Characters Markdown gives a meaning to (emphasis, links, headings, code, tables, HTML).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>])")
+# Every styled table's HTML ID starts T_rageval_ (then a digest of the table): notebook_diff masks it.
+TABLE_ID_PREFIX = "rageval"
 
 
 def strip_control(text: str) -> str:
@@ -97,16 +100,24 @@ def csv_bytes(frame: pd.DataFrame, *, index: bool = False) -> bytes:
 
 def styled(frame: pd.DataFrame, formatter: Any = None, **options: Any) -> Styler:
     """A pandas Styler for notebook display: every cell, index and column label escaped as HTML
-    (pandas escapes none of them by default), control sequences stripped, and a stable table ID
-    and text form, so two executions diff only where their values differ. ``formatter`` and
-    ``options`` go to :meth:`Styler.format` (one call, so escaping stays on)."""
+    (pandas escapes none of them by default), control sequences stripped, and a stable text form
+    and table ID, so two executions diff only where their values differ. The table ID comes from
+    the table's own HTML: two tables of a notebook never share one (one's CSS would style the
+    other). ``formatter`` and ``options`` go to :meth:`Styler.format` (one call, so escaping stays on)."""
     from pandas.io.formats.style import Styler
 
     class SafeStyler(Styler):
-        """Its text form (a notebook's ``text/plain``) is the table, not an object's address."""
+        """Its text form (a notebook's ``text/plain``) is the table, not an object's address; its HTML
+        table ID is ``T_rageval_`` and a digest of the table as rendered (values, labels, styles)."""
 
         def __repr__(self) -> str:
             return repr(shown)
+
+        def to_html(self, buf: Any = None, *, table_uuid: str | None = None, **kwargs: Any) -> Any:
+            if table_uuid is None:
+                body = super().to_html(table_uuid=TABLE_ID_PREFIX, **kwargs).encode()
+                table_uuid = f"{TABLE_ID_PREFIX}_{hashlib.sha256(body).hexdigest()[:10]}"
+            return super().to_html(buf, table_uuid=table_uuid, **kwargs)
 
     shown = safe_frame(frame)
     escaped = shown.copy()
@@ -120,5 +131,4 @@ def styled(frame: pd.DataFrame, formatter: Any = None, **options: Any) -> Styler
         .format(formatter, escape="html", **options)
         .format_index(escape="html", axis=0)
         .format_index(escape="html", axis=1)
-        .set_uuid("rageval")
     )

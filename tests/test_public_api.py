@@ -45,6 +45,10 @@ EXPECTED = {
     "CONTRACT_DIGEST",
     "Abstention",
     "abstention",
+    # the field's input shapes (ir-measures, ranx, PyTerrier) for evaluate()
+    "as_measures",
+    "as_qrels",
+    "as_run_frame",
     "rollup_to_parent",
     "top_scores",
     # passages graded on judged spans

@@ -96,7 +96,10 @@ def import_beir(
     name: Annotated[str, typer.Option(help="benchmark name")],
     version: Annotated[str, typer.Option(help="benchmark version")],
     split: Annotated[list[str], typer.Option(help="BEIR qrels split = benchmark split, e.g. test=release")],
-    corpus_version: Annotated[str | None, typer.Option(help="[default: folder name + corpus sha256]")] = None,
+    corpus_version: Annotated[
+        str | None,
+        typer.Option(help="the corpus's version, recorded with every run [default: folder name + corpus sha256]"),
+    ] = None,
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import a BEIR-layout collection."""
@@ -128,7 +131,10 @@ def import_trec(
     release_fraction: Annotated[
         float, typer.Option(help="share of queries for the release split (stable by query ID)")
     ] = 0.0,
-    corpus_version: Annotated[str | None, typer.Option()] = None,
+    corpus_version: Annotated[
+        str | None,
+        typer.Option(help="the corpus's version, recorded with every run [default: docs file name + its sha256]"),
+    ] = None,
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import TREC topics, qrels and a document collection."""

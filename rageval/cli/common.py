@@ -34,17 +34,39 @@ QUIET_LOGGERS = ("mlflow.store.db.utils", "alembic")  # what a command sets to W
 
 class RagevalGroup(TyperGroup):
     """The root command group: a :class:`RagevalError` that escapes a command is printed as
-    :func:`fail` prints it, and any other exception as one line (its traceback under ``--debug``)."""
+    :func:`fail` prints it, and any other exception as one line (its traceback under ``--debug``).
+    Its help texts are plain text: ``[default: …]`` is shown, not read as rich markup."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.rich_markup_mode == "rich":
+            _escape_markup(self)
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):  # exits, usage errors: typer's own
             raise
+        except BrokenPipeError:  # the reader left (`rageval runs | head`): typer exits 1 quietly
+            raise
         except RagevalError as error:
             fail(error)
         except Exception as error:
             internal_error(error, debug=bool(ctx.params.get("debug")))
+
+
+def _escape_markup(command: Any) -> None:
+    """Escape rich markup in the help of ``command``, its parameters and every command under it
+    (the help texts are plain text; rich would drop ``[default: …]`` as an unknown tag)."""
+    from rich.markup import escape
+
+    if command.help:
+        command.help = escape(command.help)
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = escape(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        _escape_markup(sub)
 
 
 app = typer.Typer(
@@ -83,7 +105,9 @@ TrackingUri = Annotated[
 # Options the evaluation commands (run, sweep) share.
 Timeout = Annotated[int | None, typer.Option(help="per-cell timeout in seconds")]
 RunExperiment = Annotated[str | None, typer.Option(help="MLflow experiment [default: the benchmark name]")]
-EvaluateNotebook = Annotated[Path | None, typer.Option(help="[default: notebooks/evaluate.ipynb]")]
+EvaluateNotebook = Annotated[
+    Path | None, typer.Option(help="the notebook to execute [default: notebooks/evaluate.ipynb]")
+]
 DateOption = Annotated[str | None, typer.Option(help="YYYY-MM-DD recorded in the changelog [default: today]")]
 judge_app = typer.Typer(no_args_is_help=True, help="Pool, import, measure agreement on and adjudicate judgments.")
 app.add_typer(judge_app, name="judge")

@@ -148,8 +148,8 @@ def export_run(
 
 @app.command("diff-notebooks")
 def diff_notebooks(
-    run_a: Annotated[str, typer.Argument(help="run ID")],
-    run_b: Annotated[str, typer.Argument(help="run ID")],
+    run_a: Annotated[str, typer.Argument(help="run ID, or a local .ipynb file")],
+    run_b: Annotated[str, typer.Argument(help="run ID, or a local .ipynb file")],
     full: Annotated[
         bool, typer.Option("--full", help="nbdime's complete diff (every output line, images as digests)")
     ] = False,
@@ -159,16 +159,23 @@ def diff_notebooks(
     max_lines: Annotated[int, typer.Option(help="lines shown per change (0: all)", min=0)] = 40,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Show what differs between two runs' executed notebooks: parameters (the configuration as YAML
-    lines) and outputs as text, without timings, counts or IDs; --full for nbdime's complete diff."""
+    """Show what differs between two runs' executed notebooks (or a run's and a local .ipynb, or two
+    local ones): parameters (the configuration as YAML lines) and outputs as text, without timings,
+    counts or IDs; --full for nbdime's complete diff."""
     import tempfile
 
-    from rageval.workflows.notebook_diff import diff_notebook_files, download_notebooks, nbdime_diff
+    from rageval.workflows.notebook_diff import (
+        diff_notebook_files,
+        download_notebooks,
+        is_notebook_file,
+        nbdime_diff,
+    )
 
-    tracker = open_tracker(tracking_uri)
+    names = (run_a, run_b)
     with tempfile.TemporaryDirectory(prefix="rageval-nbdiff-") as tmp:
-        old, new = download_notebooks(tracker, (run_a, run_b), Path(tmp))
-        labels = (f"{run_a}:{old.name}", f"{run_b}:{new.name}")
+        tracker = None if all(is_notebook_file(n) for n in names) else open_tracker(tracking_uri)
+        old, new = download_notebooks(tracker, names, Path(tmp))
+        labels = tuple(n if is_notebook_file(n) else f"{n}:{p.name}" for n, p in zip(names, (old, new), strict=True))
         if not (full or metadata):
             echo(diff_notebook_files(old, new, labels, max_lines).rstrip("\n") or "no parameter or output differences")
             return
@@ -216,6 +223,7 @@ def ui(
     import urllib.request
 
     from rageval.paths import artifact_root_for
+    from rageval.tracking.records import ui_link
     from rageval.tracking.store import resolve_tracking_uri
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -267,7 +275,7 @@ def ui(
                 time.sleep(0.5)
         if server.poll() is None:
             # MLflow 3.17's UI opens in its GenAI mode (traces) unless the URL asks for model training (runs).
-            echo(f"MLflow UI: {url}/#/?workflowType=machine_learning  (store: {uri}; Ctrl-C stops it)")
+            echo(f"MLflow UI: {ui_link(base=url)}  (store: {uri}; Ctrl-C stops it)")
         code = server.wait()
     finally:
         for sig, handler in previous.items():

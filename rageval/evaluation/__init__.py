@@ -28,6 +28,9 @@ _EXPORTS = {
     "contract_differences": "rageval.evaluation.contract",
     "contract_record": "rageval.evaluation.contract",
     "require_same_contract": "rageval.evaluation.contract",
+    "as_measures": "rageval.evaluation.convert",
+    "as_qrels": "rageval.evaluation.convert",
+    "as_run_frame": "rageval.evaluation.convert",
     "ALIASES": "rageval.evaluation.measures",
     "Measure": "rageval.evaluation.measures",
     "measure_from_key": "rageval.evaluation.measures",
@@ -74,6 +77,9 @@ __all__ = [
     "TIE_POLICIES",
     "TiePolicy",
     "abstention",
+    "as_measures",
+    "as_qrels",
+    "as_run_frame",
     "contract_differences",
     "contract_record",
     "evaluate",
@@ -110,6 +116,7 @@ if TYPE_CHECKING:
         contract_record,
         require_same_contract,
     )
+    from rageval.evaluation.convert import as_measures, as_qrels, as_run_frame
     from rageval.evaluation.measures import (
         ALIASES,
         Measure,

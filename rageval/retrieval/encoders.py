@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
+import warnings
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,11 @@ def model_identity(name: str, path: Path) -> dict[str, str]:
 
 def _import(module: str) -> Any:
     try:
-        return importlib.import_module(module)
+        with warnings.catch_warnings():
+            # transformers imports tqdm.auto, which in a notebook kernel without ipywidgets warns once
+            # ("IProgress not found"): a red notice in a run's first notebook, about bars never shown.
+            warnings.filterwarnings("ignore", message="IProgress not found")
+            return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(
             Problem(file=CONFIG, field="type", message=f"dense stages need {exc.name}", fix=DENSE_EXTRA_FIX)

@@ -38,6 +38,28 @@ NAME_TAG = "rageval.name"  # the run's name before numbering (``bm25-baseline@de
 NOTE_TAG = "mlflow.note.content"  # a run's or experiment's description in the MLflow UI
 # MLflow 3's UI opens an experiment of unknown kind on its GenAI traces page; this kind opens on the runs.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+# The UI's mode is also read from the address (``?workflowType=``, which overrides a mode the browser
+# remembered): every address rageval writes asks for model training (runs), never GenAI (traces).
+UI_MODE = "workflowType=machine_learning"
+
+
+def ui_link(experiment_id: str | None = None, run_id: str | None = None, *, base: str = "") -> str:
+    """The MLflow UI address (after ``base``, the server's URL) of an experiment, one of its runs, or
+    the home page, in model-training mode: ``#/experiments/1/runs/abc?workflowType=machine_learning``."""
+    path = "#/"
+    if experiment_id is not None:
+        path += f"experiments/{experiment_id}"
+        if run_id is not None:
+            path += f"/runs/{run_id}"
+    return f"{base.rstrip('/')}{'/' if base else ''}{path}?{UI_MODE}"
+
+
+def source_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """What the UI's Source column shows for a run with ``tags``: an evaluation's configuration
+    file (``params/bm25.yaml``), else the command that made it (``rageval gate``)."""
+    kind = tags.get(KIND_TAG, "")
+    name = tags.get("rageval.config.file") if kind == "evaluation" else None
+    return {"mlflow.source.name": name or (f"rageval {kind}" if kind else "rageval"), "mlflow.source.type": "LOCAL"}
 # What every sealed evaluation run holds; a run without them is not an evaluation run.
 EVALUATION_ARTIFACTS = (
     "config.yaml",

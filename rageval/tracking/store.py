@@ -44,6 +44,7 @@ from rageval.tracking.records import (
     experiment_note,
     png,
     read_evaluation,
+    source_tags,
     table_files,
     tables_tag,
 )
@@ -183,7 +184,9 @@ class Tracker:
         when the experiment already has a run of that name, so that names stay unique."""
         experiment_id = self.experiment_id(experiment)
         run = self.client.create_run(
-            experiment_id, tags={**dict(tags), **owner_tags(), NAME_TAG: run_name}, run_name=run_name
+            experiment_id,
+            tags={**source_tags(tags), **dict(tags), **owner_tags(), NAME_TAG: run_name},
+            run_name=run_name,
         )
         run_id = run.info.run_id
         # Numbered after creating, by the order of creation: two clients of one server naming runs at

@@ -141,6 +141,10 @@ def ipc_kernel_manager(env: Mapping[str, str] | None = None, server: ForkServer 
             if not restart:
                 shutil.rmtree(self._socket_dir, ignore_errors=True)
 
+        # jupyter_client binds the public name to its own method, not to an override: without this
+        # a kernel cleaned up by name (a killed warm kernel) left its socket folder in /tmp.
+        cleanup_resources = _async_cleanup_resources
+
     return IPCKernelManager
 
 
@@ -157,13 +161,27 @@ def _kill(manager: Any) -> None:
             process.wait(timeout=5)  # milliseconds: a killed process ends at once
         except subprocess.TimeoutExpired:
             pass
-    loop = asyncio.new_event_loop()
+
+    def cleanup() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(manager.cleanup_resources())
+        except Exception:  # noqa: BLE001, S110 - already cleaned up: nothing left to remove
+            pass
+        finally:
+            loop.close()
+
     try:
-        loop.run_until_complete(manager.cleanup_resources())
-    except Exception:  # noqa: BLE001, S110 - already cleaned up: nothing left to remove
-        pass
-    finally:
-        loop.close()
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs here (the CLI): clean up in this thread
+        cleanup()
+        return
+    # A loop runs in this thread (a notebook's kernel: papermill's door records from one), and a
+    # thread runs one loop at a time: the cleanup runs on a thread of its own, or it would never run
+    # ("coroutine … was never awaited") and the kernel's socket folder would stay in /tmp.
+    helper = threading.Thread(target=cleanup, name="rageval-kernel-cleanup")
+    helper.start()
+    helper.join()
 
 
 class KernelPool:

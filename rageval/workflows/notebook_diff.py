@@ -27,7 +27,7 @@ from typing import Any
 
 import nbformat
 
-from rageval.errors import TrackingError
+from rageval.errors import InputError, Problem, TrackingError
 from rageval.tracking.store import Tracker
 
 # Lines of each section shown by default (the rest are counted); --full or max_lines=0 shows all.
@@ -37,7 +37,8 @@ CONTEXT = 1
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
 TEXT_TYPES = ("text/html", "text/markdown", "text/latex", "application/json", "text/plain")
 _ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
-_STYLER_ID = re.compile(r"\bT_[0-9a-f]{5}(?=[_\"\s])")
+# pandas' random table IDs, and rageval's (``T_rageval_`` and a digest of the table: a value change changes it).
+_STYLER_ID = re.compile(r"\bT_(?:[0-9a-f]{5}|rageval_[0-9a-f]{10})(?=[_\"\s])")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _BREAKS = {"p", "div", "br", "li", "h1", "h2", "h3", "h4", "h5", "h6", "caption", "pre"}
 
@@ -361,10 +362,26 @@ def diff_notebook_files(old: Path, new: Path, labels: tuple[str, str], max_lines
     return "\n".join([f"--- {labels[0]}", f"+++ {labels[1]}", *lines]).rstrip("\n") + "\n"
 
 
-def download_notebooks(tracker: Tracker, run_ids: Sequence[str], folder: Path) -> list[Path]:
-    """Each run's executed notebook, downloaded under ``folder``."""
+def is_notebook_file(name: str) -> bool:
+    """Whether ``name`` names a local notebook (``….ipynb``) rather than a run ID."""
+    return name.endswith(".ipynb")
+
+
+def download_notebooks(tracker: Tracker | None, run_ids: Sequence[str], folder: Path) -> list[Path]:
+    """Each run's executed notebook, downloaded under ``folder``; a local ``.ipynb`` file is taken as
+    it is (a notebook executed in JupyterLab against a recorded run, or two local ones: no store)."""
     paths = []
     for position, run_id in enumerate(run_ids):
+        if is_notebook_file(run_id):
+            local = Path(run_id)
+            if not local.is_file():
+                raise InputError(
+                    Problem(file=run_id, message="no such notebook file", fix="give a .ipynb file that exists, or a run ID")
+                )
+            paths.append(local)
+            continue
+        if tracker is None:
+            raise TrackingError(f"{run_id} is a run ID and no tracking store was opened")
         found = sorted(tracker.download(run_id, "notebook", folder / str(position)).glob("*.ipynb"))
         if not found:
             raise TrackingError(f"run {run_id} has no executed notebook under notebook/")

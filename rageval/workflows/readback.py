@@ -109,7 +109,10 @@ def candidate_ids(
         ids += [m for m in members if m not in ids]
     ids = [i for i in ids if i != baseline]
     if not ids:
-        raise ComparisonError("nothing to compare: give --candidate RUN, or --sweep PARENT with sealed members")
+        raise ComparisonError(
+            "nothing to compare: give a candidate run (rageval compare --candidate RUN; in compare.ipynb's "
+            'parameters cell, candidates = ["RUN"]), or a sweep with sealed members (--sweep PARENT; sweep = "PARENT")'
+        )
     return ids, members, left_out
 
 
@@ -167,6 +170,11 @@ def load_inputs(
     warnings: Sequence[str] = (),
 ) -> ComparisonInputs:
     """Pull the baseline, the candidates and a sweep's sealed members (candidates too) from the store."""
+    if not baseline:
+        raise ComparisonError(
+            'no baseline run: give one (rageval compare --baseline RUN; in compare.ipynb\'s parameters cell, baseline = "RUN"); '
+            "rageval runs lists the runs"
+        )
     ids, members, left_out = candidate_ids(tracker, baseline, candidates, sweep)
     notes = list(warnings)
     notes += [note for note in left_out if note not in notes]

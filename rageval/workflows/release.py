@@ -36,7 +36,7 @@ from rageval.hashing import sha256_bytes
 from rageval.io import read_jsonl, read_yaml
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, ui_link
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -193,7 +193,7 @@ def _links(tracker: Tracker, evidence: dict[str, Evidence], pair: Pair | None) -
     for role, run_id in ids:
         try:
             info = tracker.run(run_id)
-            link = f"#/experiments/{info.experiment_id}/runs/{run_id}"
+            link = ui_link(info.experiment_id, run_id)
         except TrackingError:
             link = ""
         rows.append({"role": role, "run_id": run_id, "link": link})

@@ -75,17 +75,15 @@ def config_label(name: str, overrides: Sequence[str]) -> str:
 
 
 def notebook_html(executed: Path) -> bytes:
-    """An executed notebook rendered as HTML (nbconvert), which the MLflow UI can preview. The
-    ``basic`` template: no scripts (the full templates load require.js and MathJax from a CDN, which
-    an offline viewer cannot reach and an artifact page should not run), figures inline."""
-    import html
-
+    """An executed notebook rendered as HTML (nbconvert), which the MLflow UI can preview: rageval's
+    template (``workflows/templates/rageval``), JupyterLab's look with its CSS inlined, so the page is
+    styled offline, and no scripts (the stock templates load require.js and MathJax from a CDN, which
+    an offline viewer cannot reach and an artifact page should not run); figures inline."""
     import nbformat
 
+    resources = {"metadata": {"name": executed.stem}}
     with _HTML_LOCK:  # one exporter, its templates compiled once per process; not made for threads
-        body, _ = _html_exporter().from_notebook_node(nbformat.read(executed, as_version=4))
-    title = html.escape(executed.stem)
-    page = f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n<body>\n{body}\n</body></html>\n'
+        page, _ = _html_exporter().from_notebook_node(nbformat.read(executed, as_version=4), resources=resources)
     return page.encode()
 
 
@@ -96,7 +94,7 @@ _HTML_LOCK = threading.Lock()
 def _html_exporter() -> Any:
     from nbconvert import HTMLExporter
 
-    return HTMLExporter(template_name="basic")
+    return HTMLExporter(template_name="rageval", extra_template_basedirs=[str(Path(__file__).parent / "templates")])
 
 
 def warm_imports() -> None:
