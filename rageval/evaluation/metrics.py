@@ -44,6 +44,7 @@ from rageval.evaluation.contract import (
     check_choice,
     contract_record,
 )
+from rageval.evaluation.convert import as_measures, as_qrels, as_run_frame
 from rageval.evaluation.measures import Measure, parse_measure
 from rageval.evaluation.native import NATIVE, NATIVE_MEASURES, Context, divide, native_values, supports
 from rageval.evaluation.ordering import Ranked, rank_run
@@ -108,9 +109,9 @@ class Evaluation:
 
 
 def evaluate(
-    run: pd.DataFrame,
-    qrels: Mapping[str, Mapping[str, int]] | Evidence,
-    measures: Sequence[str | Measure],
+    run: pd.DataFrame | Any,
+    qrels: Mapping[str, Mapping[str, int]] | Evidence | Any,
+    measures: Sequence[str | Measure] | Any,
     *,
     ties: TiePolicy = "docid-asc",
     duplicates: DuplicatePolicy = "keep-first",
@@ -134,7 +135,11 @@ def evaluate(
     every measure there (same values; for cross-checks). Always returns an :class:`Evaluation`;
     never writes anything.
     """
-    parsed = tuple(m if isinstance(m, Measure) else parse_measure(m) for m in measures)
+    # The field's shapes (ir-measures and ranx runs, qrels and measures; peers' column names) as rageval's.
+    run = as_run_frame(run)
+    if not isinstance(qrels, Evidence) and not _native_qrels(qrels):
+        qrels = as_qrels(qrels)
+    parsed = tuple(m if isinstance(m, Measure) else parse_measure(m) for m in as_measures(measures))
     _check_options(missing, no_relevant, relevance, gain, depth, provider)
     ranked = rank_run(run, ties, duplicates)
     if isinstance(qrels, Evidence):
@@ -215,6 +220,18 @@ def evaluate(
         duplicates=int(ranked.dropped.sum()),
         contract=contract_record(**options),
     )
+
+
+def _native_qrels(qrels: object) -> bool:
+    """Already query ID → {document ID: grade} with string IDs and integer grades (no conversion)."""
+    if not isinstance(qrels, dict):
+        return False
+    for query, judged in qrels.items():
+        if not isinstance(query, str) or not isinstance(judged, dict):
+            return False
+        if any(not isinstance(d, str) or type(g) is not int for d, g in judged.items()):
+            return False
+    return True
 
 
 def _check_options(missing: str, no_relevant: str, relevance: int, gain: str, depth: int, provider: str) -> None:
