@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -265,3 +268,29 @@ def test_cli_names_a_busy_port(pool_dir):
 def test_cli_names_a_missing_sheet(tmp_path):
     result = CliRunner().invoke(app, ["judge", "label-view", str(tmp_path / "sheet.csv")])
     assert result.exit_code == 2 and "file not found" in result.output
+
+
+def test_the_command_serves_the_page_until_interrupted(pool_dir):
+    """`rageval judge label-view` as a user starts it: a real process, the page on 127.0.0.1, Ctrl-C."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    command = [sys.executable, "-c", "from rageval.cli import main; main()", "judge", "label-view"]
+    process = subprocess.Popen(
+        [*command, str(pool_dir / "sheet.jsonl"), "--port", "0"], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        first = process.stdout.readline()
+        assert first.startswith(f"labeling {pool_dir / 'sheet.jsonl'} at http://127.0.0.1:"), first
+        url = first.split(" at ")[1].split(" ")[0]
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert "<title>rageval labeling view</title>" in response.read().decode()
+        with urllib.request.urlopen(url + "api/sheet", timeout=10) as response:
+            sheet = json.loads(response.read())
+        assert [level["grade"] for level in sheet["rubric"]] == [0, 1, 2, 3]
+        assert sorted(item["itemId"] for item in sheet["items"]) == sorted(i.itemId for i in read_pool(pool_dir).items)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=20) == 0
+        assert process.stdout.read().strip() == "stopped"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stdout.close()
