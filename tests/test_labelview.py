@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from rageval.benchmark.loading import load_benchmark
 from rageval.cli import app
 from rageval.judging import import_sheets, pool, read_pool, write_pool
-from rageval.judging.labelview import LabelSheet, SheetSource, read_sheet, serve
+from rageval.judging.labelview import LabelSheet, SheetSource, read_sheet, serve, sheet_bytes
 from rageval.judging.schema import ExtraItem
 
 # Text that is not ASCII (a UTF-16 surrogate pair before the evidence) and text that looks like HTML.
@@ -294,3 +294,18 @@ def test_the_command_serves_the_page_until_interrupted(pool_dir):
         if process.poll() is None:
             process.kill()
         process.stdout.close()
+
+
+def test_a_save_keeps_a_label_written_into_the_file_meanwhile(server, pool_dir):
+    """The server reads the sheet again before it writes: a row filled elsewhere since the start stays."""
+    url, sheet = server
+    rows = read_sheet(sheet)
+    item = delta_item(pool_dir)
+    gamma = next(row.itemId for row in rows if row.itemId != item)
+    edited = [row.model_copy(update={"assessor": "ana", "grade": 0}) if row.itemId == gamma else row for row in rows]
+    sheet.write_bytes(sheet_bytes(edited, ".csv"))
+    status, _ = post(f"{url}/api/items/{item}", {"assessor": "ana", "grade": 1, "start": 0, "end": 7})
+    assert status == 200
+    grades = {row.itemId: row.grade for row in read_sheet(sheet)}
+    assert grades == {gamma: 0, item: 1}
+    assert sorted(import_sheets(read_pool(pool_dir), [sheet])["grade"]) == [0, 1]

@@ -69,6 +69,7 @@ class LabelSheet:
 
     def summary(self) -> dict[str, Any]:
         """The sheet's items (ID, case, query, grade so far) and the rubric, for the item list."""
+        self.rows = read_sheet(self.path)
         items = [
             {"itemId": r.itemId, "queryId": r.queryId, "query": r.query or "", "title": r.title or "", "grade": r.grade}
             for r in self.rows
@@ -117,9 +118,10 @@ class LabelSheet:
                     fix="select some text of the document",
                 )
             )
-        with self._lock:
+        with self._lock:  # the file as it is now: rows labelled elsewhere since the start are kept
             rows = [
-                row.model_copy(update=label.model_dump()) if row.itemId == item_id else row for row in self.rows
+                row.model_copy(update=label.model_dump()) if row.itemId == item_id else row
+                for row in read_sheet(self.path)
             ]
             _write_checked(self.path, rows, self.manifest)
             self.rows = rows
