@@ -218,6 +218,9 @@ def test_jsonl_sheet_saved_in_its_format_and_imported(server, pool_dir):
     assert (saved["start"], saved["end"], saved["assessor"], saved["grade"]) == (start, start + 5, "bo", 3)
     assert DELTA[saved["start"] : saved["end"]] == "three"
     assert import_sheets(read_pool(pool_dir), [sheet])["grade"].tolist() == [3]
+    result = CliRunner().invoke(app, ["judge", "import", str(pool_dir), str(sheet)])
+    assert result.exit_code == 0 and "1 labels on 1 items" in result.output, result.output
+    assert [json.loads(line)["grade"] for line in (pool_dir / "labels.jsonl").read_text().splitlines()] == [3]
     # The item as the page reads it back: the label so far and the whole document.
     with urllib.request.urlopen(f"{url}/api/items/{item}", timeout=10) as response:
         shown = json.loads(response.read())
