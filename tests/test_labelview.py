@@ -312,3 +312,13 @@ def test_a_save_keeps_a_label_written_into_the_file_meanwhile(server, pool_dir):
     grades = {row.itemId: row.grade for row in read_sheet(sheet)}
     assert grades == {gamma: 0, item: 1}
     assert sorted(import_sheets(read_pool(pool_dir), [sheet])["grade"]) == [0, 1]
+
+
+def test_cli_names_a_sheet_without_its_pool(pool_dir, tmp_path):
+    alone = tmp_path / "elsewhere" / "sheet.csv"
+    alone.parent.mkdir()
+    shutil.copy(pool_dir / "sheet.csv", alone)
+    result = CliRunner().invoke(app, ["judge", "label-view", str(alone), "--port", "0"])
+    assert result.exit_code == 2
+    said = "no pool here (keep the sheet beside its pool.json, or give --pool)"
+    assert f"{alone.parent / 'pool.json'}: {said}" in result.output

@@ -173,13 +173,13 @@ def judge_label_view(
     """Label a sheet in the browser: read each document, select the evidence, pick a grade, save."""
     from rageval.judging.labelview import LabelSheet, SheetSource, serve
 
+    input_file(sheet, "SHEET", "give the sheet.csv or sheet.jsonl of a pool folder")
+    labels = LabelSheet(SheetSource(sheet=sheet, pool=pool_file, benchmark=benchmark))
     try:
-        input_file(sheet, "SHEET", "give the sheet.csv or sheet.jsonl of a pool folder")
-        server = serve(LabelSheet(SheetSource(sheet=sheet, pool=pool_file, benchmark=benchmark)), port)
+        server = serve(labels, port)
     except OSError as error:
-        fail(InputError(Problem(file="--port", message=f"cannot listen on 127.0.0.1:{port} ({error.strerror})")))
-    except RagevalError as error:
-        fail(error)
+        message = f"cannot listen on 127.0.0.1:{port} ({error.strerror})"
+        raise InputError(Problem(file="--port", message=message, fix="choose another --port, or 0")) from None
     echo(f"labeling {sheet} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)")
     try:
         server.serve_forever()

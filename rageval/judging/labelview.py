@@ -61,7 +61,11 @@ class LabelSheet:
 
     def __init__(self, source: SheetSource) -> None:
         self.path = source.sheet
-        self.manifest: PoolManifest = read_pool(source.pool or source.sheet.parent / POOL_FILE)
+        pool = source.pool or source.sheet.parent / POOL_FILE
+        if not pool.exists():
+            fix = "keep the sheet beside its pool.json, or give --pool"
+            raise InputError(Problem(file=str(pool), message="no pool here", fix=fix))
+        self.manifest: PoolManifest = read_pool(pool)
         benchmark = load_benchmark(source.benchmark or self.manifest.path, retention=False)
         self.documents: dict[str, Document] = benchmark.documents
         self.rows = read_sheet(self.path)
