@@ -1,6 +1,6 @@
-"""``rageval judge pool|import|agreement|adjudicate|calibrate|prelabel`` and ``rageval migrate-labels``: each a thin call
-into :mod:`rageval.judging` (calibrate and prelabel: :mod:`rageval.workflows.judge`) and
-:mod:`rageval.benchmark.migration`."""
+"""``rageval judge pool|import|label-view|agreement|adjudicate|calibrate|prelabel`` and
+``rageval migrate-labels``: each a thin call into :mod:`rageval.judging` (calibrate and prelabel:
+:mod:`rageval.workflows.judge`) and :mod:`rageval.benchmark.migration`."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from rageval.cli.common import (
     output_file,
     parse_date,
 )
-from rageval.errors import Problem
+from rageval.errors import InputError, Problem
 
 
 @judge_app.command("pool")
@@ -154,6 +154,32 @@ def judge_import(
     echo(f"wrote {path}: {len(labels)} labels on {labels['item_id'].nunique()} items")
     for assessor, count in per.items():
         echo(f"  {assessor}: {count} items")
+
+
+@judge_app.command("label-view")
+def judge_label_view(
+    sheet: Annotated[Path, typer.Argument(help="the sheet to fill (.csv or .jsonl, as `judge pool` wrote it)")],
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 8765,
+    pool_file: Annotated[Path | None, typer.Option("--pool", help="pool.json [default: beside the sheet]")] = None,
+    benchmark: Annotated[Path | None, typer.Option(help="benchmark folder [default: the pool's]")] = None,
+) -> None:
+    """Label a sheet in the browser: read each document, select the evidence, pick a grade, save."""
+    from rageval.judging.labelview import LabelSheet, SheetSource, serve
+
+    input_file(sheet, "SHEET", "give the sheet.csv or sheet.jsonl of a pool folder")
+    labels = LabelSheet(SheetSource(sheet=sheet, pool=pool_file, benchmark=benchmark))
+    try:
+        server = serve(labels, port)
+    except OSError as error:
+        message = f"cannot listen on 127.0.0.1:{port} ({error.strerror})"
+        raise InputError(Problem(file="--port", message=message, fix="choose another --port, or 0")) from None
+    echo(f"labeling {sheet} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        echo("stopped")
+    finally:
+        server.server_close()
 
 
 @judge_app.command("agreement")

@@ -23,7 +23,9 @@ LABELS_FILE = "labels.jsonl"
 
 class SheetRow(Strict):
     """One row of an assessment sheet (CSV or JSONL). An assessor fills ``assessor``, ``grade`` and
-    ``notes``; the other columns are context and may be deleted. A row without a grade is skipped."""
+    ``notes``; the other columns are context and may be deleted. A row without a grade is skipped.
+    ``start`` and ``end`` (optional) are the evidence the assessor selected, as character offsets
+    in the item's document (``rageval judge label-view`` fills them)."""
 
     itemId: Slug
     queryId: Slug
@@ -34,6 +36,8 @@ class SheetRow(Strict):
     assessor: StrictStr | None = None
     grade: StrictInt | None = None
     notes: StrictStr | None = None
+    start: StrictInt | None = Field(default=None, ge=0)
+    end: StrictInt | None = Field(default=None, ge=0)
 
     @property
     def assessor_name(self) -> str:

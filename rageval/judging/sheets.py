@@ -36,6 +36,8 @@ from rageval.validation import problems_from_validation, shorten
 
 # A labels frame: one row per assessor and item; ``source`` is the sheet's file:line.
 LABEL_COLUMNS = ["item_id", "query_id", "assessor", "grade", "notes", "source"]
+# The integer columns of a sheet (CSV cells are text).
+SHEET_INTEGERS = ["grade", "start", "end"]
 
 
 def write_pool(result: Pool, out: str | Path) -> dict[str, Path]:
@@ -104,7 +106,7 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
         rows, read_problems = read_table(path)
         problems.extend(read_problems)
         rows = [(line, {key: restored(value) for key, value in row.items()}) for line, row in rows]
-        for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=["grade"], check=check):
+        for line, row in valid_rows(rows, SheetRow, str(path), problems, integers=SHEET_INTEGERS, check=check):
             if row.grade is not None:  # a row without a grade is context, not a label
                 where = f"{path}:{line}"
                 seen[row.itemId, row.assessor_name] = where
