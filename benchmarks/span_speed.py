@@ -49,8 +49,9 @@ def location(chunk: str) -> tuple[str, int, int]:
 
 def passage_run(run: pd.DataFrame) -> pd.DataFrame:
     n = run["doc_id"].str.slice(1).astype(np.int64).to_numpy()
+    # String columns as a run holds them (pandas' default, Arrow-backed), as run["doc_id"] is.
     return run.assign(
-        document_id=("P" + pd.Series(n // PER_DOCUMENT).astype("str")).astype("str").to_numpy(),
+        document_id=("P" + pd.Series(n // PER_DOCUMENT).astype("str")).astype("str"),
         start=(n % PER_DOCUMENT) * WIDTH,
         end=(n % PER_DOCUMENT) * WIDTH + WIDTH,
     )

@@ -223,15 +223,8 @@ def evaluate(
 
 
 def _native_qrels(qrels: object) -> bool:
-    """Already query ID → {document ID: grade} with string IDs and integer grades (no conversion)."""
-    if not isinstance(qrels, dict):
-        return False
-    for query, judged in qrels.items():
-        if not isinstance(query, str) or not isinstance(judged, dict):
-            return False
-        if any(not isinstance(d, str) or type(g) is not int for d, g in judged.items()):
-            return False
-    return True
+    """Already query → {document: grade} (IDs and grades are normalised where the judgments are located)."""
+    return isinstance(qrels, Mapping) and all(isinstance(judged, Mapping) for judged in qrels.values())
 
 
 def _check_options(missing: str, no_relevant: str, relevance: int, gain: str, depth: int, provider: str) -> None:

@@ -121,11 +121,18 @@ def passage_columns(run: pd.DataFrame) -> tuple[pa.Array, np.ndarray, np.ndarray
             f"the run lacks column(s) {', '.join(absent)}; graded on spans, each row names its passage's "
             "document_id, start and end"
         )
-    start = run["start"].to_numpy(dtype=np.float64)
-    end = run["end"].to_numpy(dtype=np.float64)
-    if np.isnan(start).any() or np.isnan(end).any() or (end < start).any() or (start < 0).any():
-        raise EvaluationError("passage offsets must be whole numbers with 0 <= start <= end on every row")
-    return arrow_strings(run["document_id"], "passage document ID"), start.astype(np.int64), end.astype(np.int64)
+    offsets = []
+    for column in ("start", "end"):
+        values = run[column]
+        if not pd.api.types.is_integer_dtype(values.dtype):  # floats or objects: whole numbers, no gaps
+            floats = values.to_numpy(dtype=np.float64)
+            if np.isnan(floats).any() or (floats != np.floor(floats)).any():
+                raise EvaluationError(f"passage offsets must be whole numbers on every row ({column})")
+        offsets.append(values.to_numpy(dtype=np.int64))
+    start, end = offsets
+    if (end < start).any() or (start < 0).any():
+        raise EvaluationError("passage offsets must satisfy 0 <= start <= end on every row")
+    return arrow_strings(run["document_id"], "passage document ID"), start, end
 
 
 @dataclass(frozen=True)
@@ -145,18 +152,19 @@ def coverage(ranked: Ranked, evidence: Evidence, run: pd.DataFrame) -> Coverage:
     known = np.flatnonzero(code >= 0)
     if not len(known):
         return Coverage(EMPTY, EMPTY)
-    span_doc_hash = hash_strings(arrow_strings(evidence.document[known], "document ID"))
-    # Only rows of a judged document can cover anything: a bit table on the document hash drops the rest.
-    row_doc_hash = hash_strings(documents)[ranked.row]
+    # (query, document) keys: a document's hash with its query's key (computed once per query).
+    per_query = query_key(np.arange(len(ranked.queries), dtype=np.int64))
+    span_key = hash_strings(arrow_strings(evidence.document[known], "document ID")) ^ per_query[code[known]]
+    all_keys = hash_strings(documents)[ranked.row] ^ per_query[ranked.query]
+    # Only rows of a document judged for their query can cover anything: a bit table drops the rest.
     bits = min(max(10, int(16 * len(known)).bit_length()), 30)
     shift = np.uint64(64 - bits)
     table = np.zeros(1 << bits, dtype=bool)
-    table[span_doc_hash >> shift] = True
-    candidates = np.flatnonzero(table[row_doc_hash >> shift])
-    span_key = span_doc_hash ^ query_key(code[known])
+    table[span_key >> shift] = True
+    candidates = np.flatnonzero(table[all_keys >> shift])
     order = np.argsort(span_key, kind="stable")
     sorted_key = span_key[order]
-    row_key = row_doc_hash[candidates] ^ query_key(ranked.query[candidates])
+    row_key = all_keys[candidates]
     left = np.searchsorted(sorted_key, row_key, side="left")
     count = np.searchsorted(sorted_key, row_key, side="right") - left
     hit = np.flatnonzero(count)
