@@ -275,19 +275,7 @@ def _run(
     inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
     evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
     timings["stage_evaluation"] = time.perf_counter() - started
-    in_context = (
-        context_evidence(
-            context_frame,
-            qrels,
-            benchmark.documents,
-            _token_spans(config, benchmark.documents),
-            config.evaluation.relevance,
-        )
-        if isinstance(qrels, Evidence)
-        else None
-    )
-    if in_context is not None:
-        in_context = in_context.reindex(evaluation.per_query.index)
+    in_context = _in_context(config, benchmark, qrels, context_frame, evaluation)
     shown = in_context[list(EVIDENCE_MEASURES)] if in_context is not None else None
     slices = slice_table(evaluation, {c.queryId: c.slice for c in cases}, shown)
 
@@ -380,6 +368,21 @@ def _contexts(config: RunConfig, hits: dict[str, list], corpus: Corpus) -> tuple
         out[qid] = [Hit(c, scores[c]) for c in ids]
         seconds[qid] = time.perf_counter() - started
     return out, seconds
+
+
+def _in_context(
+    config: RunConfig,
+    benchmark: Benchmark,
+    judged: dict[str, dict[str, int]] | Evidence,
+    context: pd.DataFrame,
+    evaluation: Evaluation,
+) -> pd.DataFrame | None:
+    """At passage level, the evidence in each evaluated query's context (contract rule ``evidence``)."""
+    if not isinstance(judged, Evidence):
+        return None
+    tokens = _token_spans(config, benchmark.documents)
+    found = context_evidence(context, judged, benchmark.documents, tokens, config.evaluation.relevance)
+    return found.reindex(evaluation.per_query.index)
 
 
 def _token_spans(config: RunConfig, documents: Mapping[str, Document]) -> Callable[[str], np.ndarray]:
