@@ -3,7 +3,6 @@ runs (two cheap BM25 configurations), release runs made here with the release re
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from urllib.parse import urlparse
@@ -11,13 +10,14 @@ from urllib.parse import urlparse
 import pytest
 from servers import fresh_experiment, require_services
 from test_compare import record_run
+from test_gate import FILTERED
+from test_release import evidence_path, files, review_run  # noqa: F401  (files: a fixture)
 from typer.testing import CliRunner
 
 from rageval.tracking.registry import CHAMPION, PREVIOUS, Registry
 from rageval.tracking.store import Tracker
 
 FAMILY = "registry-tests-family"
-STAGES = 'retrieval.stages=[{"type": "bm25", "k1": %s, "b": %s, "candidates": 50}]'
 
 
 def app():
@@ -32,59 +32,52 @@ def reg_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def runs(reg_store: str) -> dict[str, str]:
-    return {
+def runs(reg_store: str, files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Two release runs of one family (a starved BM25 and the same BM25 with its candidates) and the
+    evidence the release path needs for them: a gate, a scripted review, SIMULATED shadow and online runs."""
+    made = {
         role: record_run(
             reg_store,
             split="release",
-            overrides=[STAGES % values],
+            overrides=[FILTERED % values],
             name=f"bm25-{role}",
             experiment="registry-tests",
             family=FAMILY,
         )
-        for role, values in (("baseline", (0.9, 0.4)), ("candidate", (1.2, 0.75)))
+        for role, values in (("baseline", (0.9, 0.4, 3)), ("candidate", (0.9, 0.4, 100)))
     }
+    folder = tmp_path_factory.mktemp("registry-logs")
+    made |= evidence_path(reg_store, files, folder, made["baseline"], made["candidate"])
+    made["review_open"] = review_run(reg_store, made["gate"], made["baseline"], made["candidate"], rejections=2)
+    return made
 
 
-def release_run(
-    store: str, runs: dict[str, str], verdict: str, *, family: str = FAMILY, experiment: str = "registry-tests"
-) -> str:
-    """A minimal sealed release run carrying the release record's tags."""
-    tracker = Tracker(store)
-    decision = {"verdict": verdict, "reasons": [] if verdict == "pass" else ["gate run failed: nDCG@10 loss"]}
-    run_id = tracker.create_run(
-        experiment,
-        f"release {verdict}",
-        params={},
-        tags={
-            "rageval.kind": "release",
-            "rageval.release.verdict": verdict,
-            "rageval.release.baseline": runs["baseline"],
-            "rageval.release.candidate": runs["candidate"],
-            "rageval.release.family": family,
-            "rageval.simulated": "true",
-        },
-        files={"decision.json": json.dumps(decision).encode()},
-    )
-    tracker.seal(run_id)
-    return run_id
+def release_run(store: str, runs: dict[str, str], files: dict[str, Path], **swap: str) -> str:
+    """A release run recorded by `rageval release` from the fixture's evidence (``swap``: layer → key)."""
+    from rageval.workflows.release import execute_release
+
+    layers = {layer: runs[swap.get(layer, layer)] for layer in ("gate", "review", "shadow", "online")}
+    return execute_release(layers, files["release"], tracker=Tracker(store), experiment="registry-tests").run_id
 
 
 def invoke(*args: str):
     return CliRunner().invoke(app(), list(args))
 
 
-def test_a_failing_release_is_not_promoted(reg_store, runs):
-    failing = release_run(reg_store, runs, "fail")
+def test_a_failing_release_is_not_promoted(reg_store, runs, files):
+    failing = release_run(reg_store, runs, files, review="review_open")
     result = invoke("promote", failing, "--tracking-uri", reg_store)
     assert result.exit_code == 1, result.output
-    assert f"release run {failing} has verdict 'fail': gate run failed: nDCG@10 loss" in result.output
+    assert f"release run {failing} is not promoted: its evidence does not hold" in result.output
+    assert f"review run {runs['review_open']}: review has 2 open rejection(s)" in result.output
     assert Registry(Tracker(reg_store)).client.search_registered_models(f"name = '{FAMILY}'") == []
 
 
-def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(reg_store, runs):
-    passing = release_run(reg_store, runs, "pass")
-    result = invoke("promote", passing, "--tracking-uri", reg_store, "--sample", "10")
+def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(reg_store, runs, files):
+    passing = release_run(reg_store, runs, files)
+    refused = invoke("promote", passing, "--tracking-uri", reg_store, "--sample", "10")
+    assert refused.exit_code == 1 and "rests on SIMULATED or scripted evidence (review" in refused.output
+    result = invoke("promote", passing, "--tracking-uri", reg_store, "--sample", "10", "--allow-simulated")
     assert result.exit_code == 0, result.output
     tracker = Tracker(reg_store)
     registry = Registry(tracker)
@@ -105,6 +98,7 @@ def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(re
     assert promotion[0].tags["rageval.registry.champion"] == champion.version
     assert promotion[0].tags["rageval.registry.previous"] == previous.version
     assert registry.history(FAMILY) == [previous.version, champion.version]
+    assert promotion[0].tags["rageval.simulated"] == "true" and champion.tags["rageval.simulated"] == "true"
 
 
 def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolated_cache: Path):
@@ -123,13 +117,19 @@ def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolat
     assert rollback.sealed and rollback.tags["rageval.rollback.verdict"] == "pass"
     assert rollback.metrics["sample_queries"] == rollback.metrics["identical"] > 0
     assert not list(isolated_cache.glob("bm25/*"))  # nothing was rebuilt into the user's cache
+    # The drill is the release's last checklist item: a real rollback turns it to PASS.
+    release = tracker.run(rollback.tags["rageval.promotion.release"])
+    listed = invoke("checklist", release.run_id, "--tracking-uri", reg_store)
+    (item,) = [line for line in listed.output.splitlines() if line.startswith(("PASS  10.", "FAIL  10."))]
+    assert item.startswith("PASS") and f"rollback ({rollback.run_id})" in item, listed.output
+    assert "override: --allow-simulated" in listed.output
 
 
-def test_a_tampered_bundle_refuses_the_rollback(reg_store, runs):
+def test_a_tampered_bundle_refuses_the_rollback(reg_store, runs, files):
     tracker = Tracker(reg_store)
     registry = Registry(tracker)
-    passing = release_run(reg_store, runs, "pass")
-    assert invoke("promote", passing, "--tracking-uri", reg_store).exit_code == 0
+    passing = release_run(reg_store, runs, files)
+    assert invoke("promote", passing, "--tracking-uri", reg_store, "--allow-simulated").exit_code == 0
     champion, previous = registry.alias(FAMILY, CHAMPION), registry.alias(FAMILY, PREVIOUS)
     assert champion.evaluation_run == runs["candidate"] and previous.evaluation_run == runs["baseline"]
     root = Path(urlparse(tracker.run(previous.bundle_run).artifact_uri).path)
@@ -173,14 +173,7 @@ def test_aliases_moved_outside_rageval_refuse_the_rollback(reg_store, runs):
     registry.client.set_registered_model_alias(FAMILY, PREVIOUS, previous.version)
 
 
-def test_a_release_naming_another_family_is_not_promoted(reg_store, runs):
-    other = release_run(reg_store, runs, "pass", family="some-other-family")
-    result = invoke("promote", other, "--tracking-uri", reg_store)
-    assert result.exit_code == 1
-    assert f"names family 'some-other-family' but its baseline run {runs['baseline']}" in result.output
-
-
-def test_promote_and_rollback_through_a_tracking_server(mlflow_server, isolated_cache: Path):
+def test_promote_and_rollback_through_a_tracking_server(mlflow_server, files, isolated_cache: Path, tmp_path: Path):
     """The same path against ``mlflow server`` (PostgreSQL, proxied artifacts): the server accepts
     a ``runs:/`` source only with that run's ID as the version's run_id."""
     require_services()
@@ -188,12 +181,13 @@ def test_promote_and_rollback_through_a_tracking_server(mlflow_server, isolated_
     family = f"{experiment}-family"
     made = {
         role: record_run(
-            uri, split="release", overrides=[STAGES % values], name=role, experiment=experiment, family=family
+            uri, split="release", overrides=[FILTERED % values], name=role, experiment=experiment, family=family
         )
-        for role, values in (("baseline", (0.9, 0.4)), ("candidate", (1.2, 0.75)))
+        for role, values in (("baseline", (0.9, 0.4, 3)), ("candidate", (0.9, 0.4, 100)))
     }
-    passing = release_run(uri, made, "pass", family=family, experiment=experiment)
-    result = invoke("promote", passing, "--tracking-uri", uri, "--sample", "5")
+    made |= evidence_path(uri, files, tmp_path, made["baseline"], made["candidate"])
+    passing = release_run(uri, made, files)
+    result = invoke("promote", passing, "--tracking-uri", uri, "--sample", "5", "--allow-simulated")
     assert result.exit_code == 0, result.output
     for child in isolated_cache.iterdir():
         shutil.rmtree(child) if child.is_dir() else child.unlink()
@@ -201,3 +195,4 @@ def test_promote_and_rollback_through_a_tracking_server(mlflow_server, isolated_
     assert result.exit_code == 0, result.output
     assert "5 of 5 sampled queries ranked identically" in result.output
     assert Registry(Tracker(uri)).alias(family, CHAMPION).evaluation_run == made["baseline"]
+
