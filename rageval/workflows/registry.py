@@ -236,6 +236,14 @@ def _rerun(
         check.problem = f"the bundle lacks the cache entries of stage(s) {', '.join(missed)}: they had to be rebuilt"
         return check
     output = pipeline.run(queries)
+    if output.failures:  # a service down is said so, not read as "rankings differ"
+        query, stage, kind, message = output.failures[0]
+        failed = len({f[0] for f in output.failures})
+        check.problem = (
+            f"stage {stage}'s service failed {failed} of {len(queries)} sampled queries (first, query {query}: "
+            f"{kind}: {message}): it is unreachable or failing; start it, then roll back again"
+        )
+        return check
     now = rankings_frame(output.hits, pipeline.names[-1], chunks)
     recorded = tracker.rankings(evaluation_run)
     for qid in check.queries:
