@@ -51,6 +51,13 @@ def test_the_demo_walks_the_release_path_to_a_champion(tmp_path: Path) -> None:
     family = release["rageval.release.family"]
     champion = Registry(tracker).alias(family, CHAMPION)
     assert champion is not None and champion.evaluation_run == release["rageval.release.candidate"]
+    # The demo's evidence is simulated: its promotion and registry version say so plainly.
+    assert re.search(r"^promotion [0-9a-f]{32} \(SIMULATED\): champion", out, re.M)
+    promotion = tracker.run(_ids(out, "promotion"))
+    assert promotion.tags["rageval.simulated"] == "true" and "(SIMULATED)" in promotion.name
+    assert champion.tags["rageval.simulated"] == "true"
+    version = Registry(tracker).client.get_model_version(family, champion.version)
+    assert version.description.startswith("SIMULATED: promoted by release run")
 
     drill = tracker.run(_ids(out, "rollback drill"))
     assert drill.tags["rageval.kind"] == "rollback" and drill.tags["rageval.rollback.verdict"] == "pass"

@@ -149,6 +149,9 @@ PROPORTION = {"kind": "proportion", "event": "successful_search", "direction": "
         ({"metrics": {"m": {**PROPORTION, "role": "primary"}}}, "needs mde"),
         ({"metrics": {"m": {**PROPORTION, "event": "latency_ms", "margin": 1}}}, "a proportion metric counts one of"),
         ({"planned_split": {"baseline": 0.5, "candidate": 0.6}}, "add up to 1"),
+        ({"metrics": {"m": {**PROPORTION, "role": "primary", "claim": "non-inferiority"}}}, "needs margin > 0"),
+        ({"metrics": {"m": {**PROPORTION, "margin": 0.1, "claim": "non-inferiority"}}}, "claim is a primary"),
+        ({"metrics": {"m": {**PROPORTION, "role": "primary", "claim": "parity", "mde": 0.1}}}, "non-inferiority"),
     ],
 )
 def test_metric_definitions_are_strict(tmp_path: Path, change, words):
@@ -305,6 +308,32 @@ def test_decide_online_reads_each_interval_in_its_metrics_direction(role, direct
     decision = decide_online([result(role, direction, low, high)], srm, policy())
     assert decision.verdicts[0].verdict == verdict and decision.passed == (verdict == "pass")
     assert decision.reasons == ([] if verdict == "pass" else [f"m: {decision.verdicts[0].reason}"])
+
+
+@pytest.mark.parametrize(
+    ("direction", "low", "high", "verdict", "words"),
+    [
+        ("higher", -0.0199, 0.01, "pass", "non-inferior within the margin 0.02"),  # no gain, a loss within it
+        ("higher", -0.0201, 0.01, "fail", "the interval allows a loss of 0.0201, beyond the margin 0.02"),
+        ("lower", -0.01, 0.0199, "pass", "non-inferior within the margin 0.02"),
+        ("lower", -0.01, 0.0201, "fail", "non-inferiority not shown"),
+    ],
+)
+def test_a_non_inferiority_primary_passes_a_no_worse_candidate(direction, low, high, verdict, words):
+    from dataclasses import replace
+
+    srm = sample_ratio(pd.DataFrame({"arm": ["baseline", "candidate"] * 50}), policy())
+    found = replace(result("primary", direction, low, high), claim="non-inferiority")
+    decision = decide_online([found], srm, policy())
+    assert decision.verdicts[0].verdict == verdict and words in decision.verdicts[0].reason
+    # The same interval under the default claim (improvement) fails: it shows no gain.
+    assert decide_online([result("primary", direction, low, high)], srm, policy()).verdict == "fail"
+
+
+def test_the_shipped_non_inferiority_policy_loads():
+    found = load_metrics_policy(METRICS.parent / "noninferiority.yaml")
+    primary = found.metrics["success_rate"]
+    assert (primary.claim, primary.margin, primary.threshold) == ("non-inferiority", 0.02, 0.02)
 
 
 def test_the_simulator_is_seeded_labelled_and_position_biased():

@@ -16,7 +16,7 @@ import pandas as pd
 
 from rageval.analysis.paired import query_slices
 from rageval.analysis.release import Evidence, ReleaseDecision
-from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX
+from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIXES
 
 # The slices the release split must hold, each with the names a benchmark may give it.
 REQUIRED_SLICES: dict[str, tuple[str, ...]] = {
@@ -64,6 +64,8 @@ class ChecklistInputs:
     llm_assessors: dict[str, str] = field(default_factory=dict)  # assessor → where it was found
     calibrations: list[Evidence] = field(default_factory=list)  # sealed judge-calibration runs
     rollbacks: list[Evidence] = field(default_factory=list)  # sealed rollback runs
+    notes_problem: str | None = None  # why the benchmark's judgment notes cannot be seen
+    release_problems: list[str] = field(default_factory=list)  # why the release run's own record does not hold
 
 
 def _cutoff(measure: str) -> int | None:
@@ -162,7 +164,10 @@ def _slices(x: ChecklistInputs) -> Item:
 
 
 def _calibrated(x: ChecklistInputs) -> Item:
-    llm = {a: w for a, w in x.llm_assessors.items() if a.startswith(JUDGE_ASSESSOR_PREFIX)}
+    if x.notes_problem:
+        why = f"the judgment notes cannot be seen: {x.notes_problem}"
+        return Item(6, "", "fail", why, "benchmark judgment-notes.jsonl")
+    llm = {a: w for a, w in x.llm_assessors.items() if a.startswith(JUDGE_ASSESSOR_PREFIXES)}
     if not llm:
         return Item(6, "", "pass", "no LLM labels in the benchmark's judgments", "benchmark judgment-notes.jsonl")
     missing = []
@@ -234,23 +239,28 @@ def _online(x: ChecklistInputs) -> Item:
 def _one_path(x: ChecklistInputs) -> Item:
     layers = {r.layer: r for r in x.decision.layers}
     absent = [name for name in ("gate", "shadow", "online") if layers.get(name) is None or not layers[name].run_id]
-    mismatch = [r.reason for r in x.decision.layers if "mismatch" in r.reason]
+    failed = [f"{r.layer}: {r.reason}" for r in x.decision.layers if r.verdict == "fail"]
     base = x.baseline.run_id if x.baseline else ""
     rollback = [
         r
         for r in x.rollbacks
-        if r.tags.get("rageval.promotion.release") == x.release_run or (base and base in r.tags.values())
+        if r.tags.get("rageval.promotion.release") == x.release_run
+        or (base and r.tags.get("rageval.rollback.restored_run") == base)
     ]
     record = f"{x.release_run} tags rageval.release.*" + (f"; rollback run {rollback[-1].run_id}" if rollback else "")
-    if absent or mismatch:
-        why = f"missing {', '.join(absent)} evidence" if absent else mismatch[0]
+    if x.release_problems:
+        return Item(10, "", "fail", f"the release run does not hold: {x.release_problems[0]}", record)
+    if absent or failed:
+        why = f"missing {', '.join(absent)} evidence" if absent else failed[0]
         return Item(10, "", "fail", why, record)
     if not rollback:
         why = "offline, shadow and online concern one pair, but no rollback run names this release or its baseline"
         return Item(10, "", "fail", why + " (promote, run the rollback drill, then `rageval checklist` again)", record)
     last = rollback[-1]
-    if last.problem or last.tags.get("rageval.rollback.verdict", "pass") == "fail":
-        return Item(10, "", "fail", f"rollback run {last.run_id}: {last.problem or 'its verification failed'}", record)
+    verdict = last.tags.get("rageval.rollback.verdict")
+    if last.problem or verdict != "pass":
+        why = last.problem or (f"its verdict is {verdict}" if verdict else "it records no verdict")
+        return Item(10, "", "fail", f"rollback run {last.run_id}: {why}", record)
     return Item(10, "", "pass", f"offline, shadow, online and rollback ({last.run_id}) concern one pair", record)
 
 

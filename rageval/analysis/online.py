@@ -9,7 +9,8 @@ analysis per metric and :func:`decide_online` — pure, the recording is :mod:`r
   one, and past the date.
 - The **metrics file** defines each metric: a proportion of units with an outcome, or a mean of a
   value; its direction; a primary metric must improve (its ``mde`` says how large a change the cohort
-  should be able to see), a guardrail may not regress beyond its ``margin`` (non-inferiority).
+  should be able to see) or, with ``claim: non-inferiority``, be no worse than its ``margin`` (a
+  cheaper retriever that loses nothing users feel); a guardrail may not regress beyond its ``margin``.
 
 Statistics: proportions by the two-proportion z-test and Newcombe's hybrid-score interval of the
 difference (statsmodels), means by Welch's t-test and its interval (scipy); a sample-ratio-mismatch
@@ -55,6 +56,10 @@ ProportionEvent = Literal["successful_search", "citation_opened", "reformulation
 MeanEvent = Literal["latency_ms", "citation_rank"]
 PROPORTION_EVENTS: tuple[str, ...] = get_args(ProportionEvent)
 MEAN_EVENTS: tuple[str, ...] = get_args(MeanEvent)
+# What a primary metric must show: an improvement (its interval above 0), or non-inferiority (its
+# interval no worse than -margin: a cheaper retriever that loses nothing users feel).
+Claim = Literal["improvement", "non-inferiority"]
+CLAIMS: tuple[str, ...] = get_args(Claim)
 # Keys that would carry raw text; named so that the refusal says why.
 RAW_TEXT_KEYS = ("query", "query_text", "text", "question", "answer")
 _OPAQUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -124,15 +129,23 @@ class MetricDefinition(Strict):
     event: ProportionEvent | MeanEvent
     direction: Literal["higher", "lower"] = Field(description="which way is better")
     role: Literal["primary", "guardrail"]
+    claim: Claim = Field(default="improvement", description=f"primary: what it must show, one of {', '.join(CLAIMS)}")
     mde: float | None = Field(default=None, gt=0, description="primary: the smallest change worth detecting")
-    margin: float | None = Field(default=None, ge=0, description="guardrail: the largest regression allowed")
+    margin: float | None = Field(
+        default=None, ge=0, description="guardrail, or non-inferiority primary: the largest regression allowed"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> MetricDefinition:
         events = PROPORTION_EVENTS if self.kind == "proportion" else MEAN_EVENTS
         if self.event not in events:
             raise ValueError(f"a {self.kind} metric counts one of {', '.join(events)} (got {self.event!r})")
-        if self.role == "primary" and self.mde is None:
+        if self.role == "guardrail" and self.claim != "improvement":
+            raise ValueError("claim is a primary metric's: a guardrail is always held to its margin")
+        if self.role == "primary" and self.claim == "non-inferiority":
+            if not self.margin:
+                raise ValueError("a non-inferiority primary needs margin > 0: the largest loss it accepts")
+        elif self.role == "primary" and self.mde is None:
             raise ValueError("a primary metric needs mde: the smallest change the cohort must be able to detect")
         if self.role == "guardrail" and self.margin is None:
             raise ValueError("a guardrail needs margin: the largest regression allowed (0 for none)")
@@ -140,7 +153,8 @@ class MetricDefinition(Strict):
 
     @property
     def threshold(self) -> float:
-        return float(self.mde if self.role == "primary" else self.margin)  # type: ignore[arg-type]
+        improvement = self.role == "primary" and self.claim == "improvement"
+        return float(self.mde if improvement else self.margin)  # type: ignore[arg-type]
 
 
 class MetricsPolicy(Strict):
@@ -311,6 +325,7 @@ class MetricResult:
     seq_ci_high: float | None = None
     seq_p_value: float | None = None
     needed_per_arm: int | None = None  # a primary's: units per arm that detect its mde at the policy's power
+    claim: str = "improvement"  # a primary's: improvement or non-inferiority (within threshold)
 
 
 def _values(frame: pd.DataFrame, arm: str, event: str) -> np.ndarray:
@@ -426,6 +441,7 @@ def analyze(frame: pd.DataFrame, policy: MetricsPolicy) -> list[MetricResult]:
                 needed_per_arm=needed_per_arm(metric.kind, base, metric.threshold, policy.alpha, policy.power)
                 if metric.role == "primary"
                 else None,
+                claim=metric.claim,
             )
         )
     return out
@@ -490,6 +506,19 @@ def _judge(result: MetricResult, sequential: bool, alpha: float) -> MetricVerdic
     better_low = min(sign * low, sign * high)  # the worst case for the candidate
     better_high = max(sign * low, sign * high)
     delta = f"{result.baseline:.4g} → {result.candidate:.4g} ({result.diff:+.4g}, {interval})"
+    if result.role == "primary" and result.claim == "non-inferiority":
+        if better_low >= -result.threshold:
+            return MetricVerdict(
+                result.metric, result.role, "pass", f"non-inferior within the margin {result.threshold:g}: {delta}"
+            )
+        return MetricVerdict(
+            result.metric,
+            result.role,
+            "fail",
+            f"non-inferiority not shown: the interval allows a loss of {-better_low:.4g}, beyond the margin "
+            f"{result.threshold:g}: {delta}; about {result.needed_per_arm} units per arm show that margin "
+            f"(have {min(result.n_baseline, result.n_candidate)})",
+        )
     if result.role == "primary":
         if better_low > 0:
             return MetricVerdict(result.metric, result.role, "pass", f"improved: {delta}")
@@ -515,8 +544,9 @@ def _judge(result: MetricResult, sequential: bool, alpha: float) -> MetricVerdic
 
 
 def decide_online(results: Sequence[MetricResult], srm: SampleRatio, policy: MetricsPolicy) -> OnlineDecision:
-    """PASS only when the cohort's arm counts match the planned split, every primary metric improved
-    (its interval lies on the better side of 0) and no guardrail's interval reaches past its margin
+    """PASS only when the cohort's arm counts match the planned split, every primary metric shows its
+    claim (improvement: its interval lies on the better side of 0; non-inferiority: its interval does
+    not reach past its margin on the worse side) and no guardrail's interval reaches past its margin
     on the worse side."""
     verdicts = [_judge(r, policy.sequential, policy.alpha) for r in results]
     return OnlineDecision(policy.name, srm, list(results), verdicts, policy.sequential)

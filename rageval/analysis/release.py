@@ -14,6 +14,8 @@ also name the gate run it reviewed (``rageval.review.gate``)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +32,26 @@ LAYERS: tuple[str, ...] = ("gate", "review", "shadow", "online")
 KINDS = {layer: layer for layer in LAYERS}  # the rageval.kind each layer's run carries
 # The tags naming a layer's baseline and candidate: run IDs, and configuration names where recorded.
 PAIR_TAGS = {layer: f"rageval.{layer}" for layer in LAYERS}
+# On any run: a JSON list, each entry an override that weakened a check of that run (--today, a policy
+# laxer than the shipped one, an optional layer, --allow-simulated). The checklist lists them all.
+OVERRIDES_TAG = "rageval.overrides"
+SIMULATED_TAG = "rageval.simulated"
+
+
+def overrides_of(tags: Mapping[str, str]) -> list[str]:
+    """The overrides recorded on a run (an unreadable tag is itself reported)."""
+    raw = tags.get(OVERRIDES_TAG, "")
+    if not raw:
+        return []
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return [f"{OVERRIDES_TAG} is not a JSON list: {raw[:80]!r}"]
+    return [str(x) for x in found] if isinstance(found, list) else [f"{OVERRIDES_TAG} is not a list: {raw[:80]!r}"]
+
+
+def overrides_tag(overrides: list[str]) -> dict[str, str]:
+    return {OVERRIDES_TAG: json.dumps(overrides)}
 
 
 class LayerRule(Strict):
@@ -57,6 +79,34 @@ class ReleasePolicy(Strict):
     )
 
 
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out |= _flat(item, f"{prefix}{key}.")
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def policy_overrides(policy: ReleasePolicy, shipped: ReleasePolicy | None) -> list[str]:
+    """How ``policy`` is weaker than the shipped one, or may be: each optional layer, and each limit it
+    sets otherwise than the shipped policy (``shipped`` None: only the optional layers)."""
+    out = [f"release policy {policy.name!r} makes the {layer} layer optional" for layer in LAYERS
+           if not getattr(policy.layers, layer).required]  # fmt: skip
+    if shipped is None:
+        return out
+    mine, theirs = _flat(policy.model_dump(mode="json")), _flat(shipped.model_dump(mode="json"))
+    for key in sorted(set(mine) | set(theirs)):
+        if key.split(".")[0] in ("name", "description", "version", "layers") or key.endswith(".name"):
+            continue
+        if mine.get(key) != theirs.get(key):
+            out.append(
+                f"release policy {policy.name!r} sets {key} {mine.get(key)!r} where the shipped "
+                f"{shipped.name!r} sets {theirs.get(key)!r}"
+            )
+    return out
+
+
 def load_release_policy(path: str | Path) -> ReleasePolicy:
     """Read and validate a release policy; errors name the file, line and key."""
     return validated(
@@ -80,7 +130,7 @@ class Evidence:
 
     @property
     def simulated(self) -> bool:
-        return self.tags.get("rageval.simulated") == "true"
+        return self.tags.get(SIMULATED_TAG) == "true"
 
 
 @dataclass(frozen=True)

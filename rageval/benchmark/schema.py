@@ -30,8 +30,11 @@ Level = Literal["document", "passage"]
 LEVELS: tuple[str, ...] = get_args(Level)
 # The frozen split: evaluated rarely (counted), never tuned on, never given unreviewed labels.
 RELEASE_SPLIT = "release"
-# An assessor whose name starts so is a judge (rageval judge prelabel), never a human.
+# An assessor whose name starts so is a judge (rageval judge prelabel), never a human: a language
+# model's mark, and a similarity pre-labeler's (labels name their backend honestly).
 JUDGE_ASSESSOR_PREFIX = "llm:"
+SIMILARITY_ASSESSOR_PREFIX = "similarity:"
+JUDGE_ASSESSOR_PREFIXES: tuple[str, ...] = (JUDGE_ASSESSOR_PREFIX, SIMILARITY_ASSESSOR_PREFIX)
 # The split tuned on.
 DEV_SPLIT = "dev"
 # The splits an importer writes unless told another name on purpose.

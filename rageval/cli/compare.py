@@ -220,9 +220,9 @@ def demo(
         ("shadow", outcome.shadow, "SIMULATED", lambda o: o.decision.verdict.upper() if o.decision else "recorded"),
         ("online", outcome.online, "SIMULATED", lambda o: o.decision.verdict.upper()),
         ("release", outcome.release, "", lambda o: o.decision.verdict.upper()),
-        ("promotion", outcome.promotion, "", lambda o: f"champion {o.model} v{o.champion.version}"),
+        ("promotion", outcome.promotion, _simulated(outcome.promotion), _champion),
         ("rollback drill", outcome.drill, "", lambda o: _drill(o)),
-        ("re-promotion", outcome.repromotion, "", lambda o: f"champion {o.model} v{o.champion.version}"),
+        ("re-promotion", outcome.repromotion, _simulated(outcome.repromotion), _champion),
     ]
     for label, step, mark, verdict in steps:
         if step is not None:
@@ -235,6 +235,15 @@ def demo(
         echo(f"stopped: {reason}")
     echo(f"browse: rageval ui  (store: {tracker.uri})")
     raise typer.Exit(0 if decision.passed and not outcome.stopped else 1)
+
+
+def _champion(promotion: Any) -> str:
+    return f"champion {promotion.model} v{promotion.champion.version}"
+
+
+def _simulated(promotion: Any) -> str:
+    """The demo's mark for a promotion resting on simulated evidence (it is recorded as such)."""
+    return "SIMULATED" if promotion is not None and promotion.simulated else ""
 
 
 def _drill(outcome: Any) -> str:

@@ -337,10 +337,15 @@ def judge_prelabel(
     benchmark: Annotated[Path | None, typer.Option(help="[default: the benchmark the pool was made on]")] = None,
     experiment: Annotated[str | None, typer.Option(help="[default: judge-<name>]")] = None,
     seed: Annotated[int, typer.Option(help="seed of the judging order")] = 0,
+    calibration: Annotated[
+        str | None,
+        typer.Option(help="a passing calibration run made on another benchmark or split (recorded as such)"),
+    ] = None,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Pre-label a pool with a calibrated judge: labels (assessor llm:<model>@<prompt hash>), the
-    per-item detail, and a blind review sheet of the items that need a human."""
+    """Pre-label a pool with a judge calibrated on the pool's benchmark version and split: labels
+    (marked with the judge's assessor), the per-item detail, and a blind review sheet of the items that
+    need a human."""
     from rageval.workflows.judge import execute_prelabel
 
     done = execute_prelabel(
@@ -351,7 +356,10 @@ def judge_prelabel(
         benchmark=benchmark,
         experiment=experiment,
         seed=seed,
+        calibration_run=calibration,
     )
+    if done.across:
+        echo(f"note: {done.across} (recorded on the prelabel run)")
     s = done.prelabels.summary()
     echo(
         f"{int(s['items_labelled'])}/{int(s['items'])} items labelled, {int(s['items_rejected'])} rejected, "

@@ -16,19 +16,27 @@ Experiment = Annotated[str | None, typer.Option(help="MLflow experiment of the r
 
 @app.command("promote")
 def promote(
-    release_run: Annotated[str, typer.Argument(help="a sealed release run with rageval.release.verdict=pass")],
+    release_run: Annotated[str, typer.Argument(help="a sealed release run whose evidence still passes")],
+    model: Annotated[
+        str | None, typer.Option(help="release slot (registered model) [default: the candidate's family]")
+    ] = None,
+    allow_simulated: Annotated[
+        bool, typer.Option(help="promote a release resting on simulated evidence (recorded as SIMULATED)")
+    ] = False,
     sample: Sample = 20,
     seed: Seed = 0,
     tracking_uri: TrackingUri = None,
     experiment: Experiment = None,
 ) -> None:
-    """Register the release's candidate (and baseline), bundle their serving inputs, move the alias
-    `champion` to the candidate and `previous` to the former champion; record a sealed promotion run."""
-    from rageval.workflows.registry import execute_promote
+    """Re-derive the release's decision from its linked runs (refused unless it holds), register its
+    candidate (and baseline) in the release slot, bundle their serving inputs, move the alias `champion`
+    to the candidate and `previous` to the former champion; record a sealed promotion run."""
+    from rageval.workflows.registry import PromoteRequest, execute_promote
 
-    outcome = execute_promote(
-        release_run, tracker=open_tracker(tracking_uri), sample=sample, seed=seed, experiment=experiment
-    )
+    request = PromoteRequest(release_run, model, allow_simulated, sample, seed, experiment)
+    outcome = execute_promote(request, tracker=open_tracker(tracking_uri))
+    if outcome.simulated:
+        echo(f"SIMULATED: the release rests on simulated evidence ({', '.join(outcome.simulated)}); marked so")
     for run, bundle in outcome.bundles.items():
         echo(f"bundle {bundle.run_id} of run {run}: {len(bundle.entries)} cache entries, {bundle.bytes} bytes, sealed")
     echo(f"{outcome.model}: champion → v{outcome.champion.version} (run {outcome.champion.evaluation_run})")

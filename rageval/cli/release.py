@@ -68,6 +68,8 @@ def checklist(
     print_items(outcome.items)
     for change in outcome.changed:
         echo(f"changed since the release run: {change}")
+    for override in outcome.overrides:
+        echo(f"override: {override}")
     passed = sum(i.verdict == "pass" for i in outcome.items)
     echo(f"{passed}/{len(outcome.items)} PASS (stored with release run {release_run}: checklist.json)")
     raise typer.Exit(0 if passed == len(outcome.items) else 1)

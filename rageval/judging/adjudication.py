@@ -13,7 +13,14 @@ from typing import Any
 import pandas as pd
 
 from rageval.benchmark.loading import Benchmark
-from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX, RELEASE_SPLIT, Case, ChangeAction, ChangelogEntry, Judgment
+from rageval.benchmark.schema import (
+    JUDGE_ASSESSOR_PREFIXES,
+    RELEASE_SPLIT,
+    Case,
+    ChangeAction,
+    ChangelogEntry,
+    Judgment,
+)
 from rageval.benchmark.versions import next_version, write_version
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import read_table
@@ -98,7 +105,9 @@ def verdicts(
         if row is not None:
             out.append(Verdict(item, row.grade, given, row))
         elif (
-            given and manifest.split == RELEASE_SPLIT and all(a.startswith(JUDGE_ASSESSOR_PREFIX) for a, _, _ in given)
+            given
+            and manifest.split == RELEASE_SPLIT
+            and all(a.startswith(JUDGE_ASSESSOR_PREFIXES) for a, _, _ in given)
         ):
             spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
             problems.append(

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictFloat, StrictInt, StrictStr, model_validator
 
-from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX
+from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX, SIMILARITY_ASSESSOR_PREFIX
 from rageval.errors import ConfigError, Problem
 from rageval.hashing import sha256_bytes, sha256_text
 from rageval.io import file_problem, read_bytes, read_yaml
@@ -78,6 +78,10 @@ class CalibrationRule(Strict):
     weights: Literal["linear", "quadratic"] = "linear"
     measure: Slug = Field(default="nDCG@10", description="the measure system rankings are compared under")
     min_kendall_tau: Number | None = Field(default=None, ge=-1, le=1)
+    min_slice_weighted_kappa: Number | None = Field(
+        default=None, ge=-1, le=1, description="every slice with min_slice_items labelled items must reach it"
+    )
+    min_slice_items: StrictInt = Field(default=10, ge=2, description="slices with fewer labelled items are not held")
 
 
 class JudgeConfig(Strict):
@@ -116,8 +120,11 @@ class Judge:
 
     @property
     def assessor(self) -> str:
-        """How its labels are marked, in the labels' ``assessor`` column."""
-        return f"{JUDGE_ASSESSOR_PREFIX}{self.config.model}@{self.config.prompt_sha256[:12]}"
+        """How its labels are marked, in the labels' ``assessor`` column: ``llm:`` for a language
+        model, ``similarity:`` for the cosine pre-labeler (its labels are no model's judgment)."""
+        similarity = isinstance(self.config.backend, SimilarityBackend)
+        prefix = SIMILARITY_ASSESSOR_PREFIX if similarity else JUDGE_ASSESSOR_PREFIX
+        return f"{prefix}{self.config.model}@{self.config.prompt_sha256[:12]}"
 
     def record(self) -> dict[str, object]:
         """What every label and run records about the judge (never a key)."""

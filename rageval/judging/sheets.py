@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIX
+from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIXES
 from rageval.errors import BenchmarkError, Problem
 from rageval.io import file_problem, make_folder, read_json, read_jsonl, read_table
 from rageval.judging.pooling import Pool
@@ -156,10 +156,11 @@ def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tup
             message="a grade without an assessor",
             fix="write the assessor's name in the assessor column",
         )
-    if assessor.startswith(JUDGE_ASSESSOR_PREFIX):
+    if assessor.startswith(JUDGE_ASSESSOR_PREFIXES):
         return at(
             field="assessor",
-            message=f"'{shorten(assessor)}' is a judge's mark ({JUDGE_ASSESSOR_PREFIX}…); a sheet holds human labels",
+            message=f"'{shorten(assessor)}' is a judge's mark ({'…, '.join(JUDGE_ASSESSOR_PREFIXES)}…); "
+            "a sheet holds human labels",
             fix="write the human assessor's name; judge labels come from `rageval judge prelabel`",
         )
     if (row.itemId, assessor) in seen:

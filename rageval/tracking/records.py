@@ -60,6 +60,8 @@ def source_tags(tags: Mapping[str, str]) -> dict[str, str]:
     kind = tags.get(KIND_TAG, "")
     name = tags.get("rageval.config.file") if kind == "evaluation" else None
     return {"mlflow.source.name": name or (f"rageval {kind}" if kind else "rageval"), "mlflow.source.type": "LOCAL"}
+
+
 # What every sealed evaluation run holds; a run without them is not an evaluation run.
 EVALUATION_ARTIFACTS = (
     "config.yaml",

@@ -57,18 +57,31 @@ class Registry:
         found = self.client.search_model_versions(f"name = '{name}' and run_id = '{evaluation_run}'")
         return self._version(found[0]) if found else None
 
-    def register(self, name: str, evaluation_run: str, tags: dict[str, str]) -> Version:
+    def register(self, name: str, evaluation_run: str, tags: dict[str, str], description: str = "") -> Version:
         made = self.client.create_model_version(
             name,
             f"runs:/{evaluation_run}/config.yaml",
             run_id=evaluation_run,
             tags={EVALUATION_TAG: evaluation_run, **tags},
+            description=description or None,
             await_creation_for=0,
         )
         return self._version(made)
 
+    def describe(self, name: str, version: str, description: str) -> None:
+        self.client.update_model_version(name, version, description=description)
+
+    def tag_model(self, name: str, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_registered_model_tag(name, key, value)
+
     def get(self, name: str, version: str) -> Version:
-        return self._version(self.client.get_model_version(name, version))
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self._version(self.client.get_model_version(name, version))
+        except MlflowException:
+            raise TrackingError(f"no version {version} of registered model {name!r} in {self.tracker.uri}") from None
 
     def alias(self, name: str, alias: str) -> Version | None:
         from mlflow.exceptions import MlflowException

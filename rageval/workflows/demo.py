@@ -20,7 +20,13 @@ from rageval.tracking.store import Tracker
 from rageval.workflows.compare import ComparisonOutcome, execute_comparison
 from rageval.workflows.gate import GateOutcome, execute_gate
 from rageval.workflows.online import OnlineOutcome, execute_online, simulate_log
-from rageval.workflows.registry import PromotionOutcome, RollbackOutcome, execute_promote, execute_rollback
+from rageval.workflows.registry import (
+    PromoteRequest,
+    PromotionOutcome,
+    RollbackOutcome,
+    execute_promote,
+    execute_rollback,
+)
 from rageval.workflows.release import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
 from rageval.workflows.review import ReviewOutcome, record_review, start_review
 from rageval.workflows.run import RunOutcome, execute_run
@@ -150,13 +156,16 @@ def _release_path(outcome: DemoOutcome, release_policy_file: str | Path | None, 
     done: dict[str, Any] = {"review": review, "shadow": shadow, "online": online, "release": release}
     if not release.decision.passed:
         return _stopped(outcome, [f"the release failed: {r}" for r in release.decision.reasons], **done)
-    done["promotion"] = promotion = execute_promote(release.run_id, tracker=tracker)
+    # The demo's evidence is simulated (scripted review, simulated shadow log and cohort): promoted
+    # only because it is allowed here, and marked SIMULATED on the promotion run and registry version.
+    promote = PromoteRequest(release.run_id, allow_simulated=True)
+    done["promotion"] = promotion = execute_promote(promote, tracker=tracker)
     # The drill: roll back to the previous version (refused unless its bundle reproduces its rankings
     # on a sample), then promote the same release again so that the demo ends on the candidate.
     done["drill"] = drill = execute_rollback(promotion.model, tracker=tracker)
     if not drill.passed:
         reason = drill.check.problem or f"rankings differ on {len(drill.check.differing)} sampled queries"
         return _stopped(outcome, [f"the rollback drill failed: {reason}"], **done)
-    done["repromotion"] = execute_promote(release.run_id, tracker=tracker)
+    done["repromotion"] = execute_promote(promote, tracker=tracker)
     done["checklist"] = execute_checklist(release.run_id, tracker=tracker)
     return _stopped(outcome, [], **done)

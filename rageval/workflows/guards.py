@@ -3,11 +3,13 @@ release-evaluation count."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
 from rageval.analysis import (
     release_warning,
 )
+from rageval.analysis.release import overrides_tag
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.errors import ComparisonError
@@ -47,3 +49,13 @@ def record_release_evaluation(tracker: Tracker, run_id: str, bench: Benchmark, f
     tracker.set_tags(run_id, {"rageval.release.evaluations": str(count)})
     tracker.log_metrics(run_id, {"release_evaluations": count})
     return count
+
+
+def today_override(today: dt.date | None) -> dict[str, str]:
+    """The tags recording a ``--today`` that moved an import policy's retention check off the real
+    date (empty when it was not given or is the real date)."""
+    real = dt.date.today()
+    if today is None or today == real:
+        return {}
+    text = f"--today {today.isoformat()}: the import policy's retention was checked against it, not {real.isoformat()}"
+    return {"rageval.today": today.isoformat(), **overrides_tag([text])}

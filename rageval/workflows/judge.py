@@ -19,6 +19,7 @@ import numpy as np
 from rageval.analysis.checklist import ASSESSOR_TAG
 from rageval.analysis.checklist import CALIBRATION_PASSED_TAG as PASSED_TAG
 from rageval.analysis.records import RunInfo
+from rageval.analysis.release import overrides_tag
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.errors import BenchmarkError, ConfigError, Problem
 from rageval.io import make_folder
@@ -31,7 +32,7 @@ from rageval.judging.calibration import (
     system_ranking_correlation,
     unit_qrels,
 )
-from rageval.judging.judges import Judge, SimilarityBackend, load_judge
+from rageval.judging.judges import CalibrationRule, Judge, SimilarityBackend, load_judge
 from rageval.judging.prelabel import Prelabels, detail, prelabel, review_sheet
 from rageval.judging.schema import PoolManifest
 from rageval.judging.sheets import read_pool, sheet_csv, write_labels
@@ -158,6 +159,7 @@ def execute_calibrate(
     made, identity = (backend, {}) if backend is not None else make_backend(judge)
     manifest, human = calibration_pool(bench, chosen_split, seed)
     result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
+    _some_reply(judge, result)
     judged = {r.item.itemId: int(r.grade) for r in result.results if r.grade is not None}
     slices = {item.itemId: item.slice for item in manifest.items}
     agreement = agreement_with_humans(human, judged, slices, list(judge.config.rubric), rule.weights)
@@ -176,6 +178,7 @@ def execute_calibrate(
         reasons.append(f"weighted kappa {kappa:.3f} < {rule.min_weighted_kappa}")
     if rule.min_kendall_tau is not None and not correlation.tau >= rule.min_kendall_tau:
         reasons.append(f"Kendall's tau {correlation.tau:.3f} < {rule.min_kendall_tau} over {len(infos)} runs")
+    reasons += _slice_reasons(agreement, rule)
     passed = not reasons
     summary = result.summary()
     record = {
@@ -248,6 +251,39 @@ def execute_calibrate(
     return CalibrationOutcome(run_id, passed, reasons, agreement, correlation, result)
 
 
+def _slice_reasons(agreement: Agreement, rule: CalibrationRule) -> list[str]:
+    """A slice an average hides: each with enough labelled items must reach the slice minimum."""
+    if rule.min_slice_weighted_kappa is None:
+        return []
+    rows = agreement.per_slice.drop(index="all")
+    held = rows[rows["labelled"] >= rule.min_slice_items]
+    return [
+        f"weighted kappa {row['weighted_kappa']:.3f} on slice {scope} ({int(row['labelled'])} items) "
+        f"< {rule.min_slice_weighted_kappa}"
+        for scope, row in held.iterrows()
+        if not row["weighted_kappa"] >= rule.min_slice_weighted_kappa  # nan fails too
+    ]
+
+
+def _some_reply(judge: Judge, result: Prelabels) -> None:
+    """Refuse a calibration in which no item got a reply (an endpoint down, a wrong model name):
+    there is nothing to measure, so no verdict is recorded."""
+    if not result.results or any(r.status != "failed" for r in result.results):
+        return
+    errors = [f for r in result.results for f in r.failures]
+    backend = judge.config.backend
+    where = f"the endpoint {backend.base_url} " if hasattr(backend, "base_url") else "the judge "
+    raise ConfigError(
+        Problem(
+            file=str(judge.file),
+            field="backend",
+            message=f"every one of the {len(result.results)} calibration items failed, none got a reply "
+            f"(first error: {errors[0] if errors else 'none recorded'}); no calibration verdict was recorded",
+            fix=f"check that {where}is up and serves model {judge.config.model}, then calibrate again",
+        )
+    )
+
+
 def _items_with_human(result: Prelabels, human: dict[str, int]) -> Any:
     table = result.table()
     table.insert(3, "human_grade", [human[i] for i in table["item_id"]])
@@ -257,28 +293,107 @@ def _items_with_human(result: Prelabels, human: dict[str, int]) -> Any:
 # --------------------------------------------------------------------------- prelabel
 
 
-def passing_calibration(tracker: Tracker, judge: Judge) -> RunInfo:
-    """The newest sealed, intact calibration run of exactly this judge configuration that passed;
-    refuses the judge (naming the fix) when there is none."""
-    found = [
+@dataclass(frozen=True)
+class Domain:
+    """What a calibration is valid for beyond the judge: the benchmark (name, version, cases hash)
+    and the split it was measured on."""
+
+    benchmark: str
+    version: str
+    cases: str
+    split: str
+
+    @classmethod
+    def of(cls, bench: Benchmark, split: str) -> Domain:
+        return cls(bench.spec.name, bench.spec.version, bench.hashes["cases"], split)
+
+    @classmethod
+    def recorded(cls, tags: dict[str, str]) -> Domain:
+        keys = ("benchmark.name", "benchmark.version", "hash.cases", "split")
+        return cls(*(tags.get(f"rageval.{k}", "") for k in keys))
+
+    def __str__(self) -> str:
+        return f"benchmark {self.benchmark} {self.version}@{self.split} (cases {self.cases[:12]}…)"
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """The calibration a pre-labeling rests on; ``across``: why it was made on another domain (an
+    explicit ``--calibration``), empty when it is this one's."""
+
+    run: RunInfo
+    across: str = ""
+
+
+def _calibrations(tracker: Tracker, judge: Judge) -> list[RunInfo]:
+    return [
         info
         for info in tracker.runs()
         if info.sealed and info.tags.get(KIND_TAG) == CALIBRATION_KIND and info.tags.get(HASH_TAG) == judge.config_hash
     ]
-    for info in found:
-        if info.tags.get(PASSED_TAG) == "true":
-            return sealed_and_intact(tracker, info.run_id)
-    failed = f" ({len(found)} calibration run(s) of it failed its threshold)" if found else ""
-    raise ConfigError(
-        Problem(
-            file=str(judge.file),
-            field="calibration",
-            message=f"judge '{judge.config.name}' (config sha256 {judge.config_hash[:12]}…) has no passing "
-            f"calibration in {tracker.uri}{failed}; an uncalibrated judge may not pre-label",
-            fix=f"run `rageval judge calibrate --judge {judge.file}` (same --tracking-uri) and meet "
-            f"min_weighted_kappa {judge.config.calibration.min_weighted_kappa}",
-        )
+
+
+def _chosen_calibration(tracker: Tracker, judge: Judge, domain: Domain, run_id: str) -> Calibrated:
+    info = sealed_and_intact(tracker, run_id)
+    wrong = (
+        f"is a {info.tags.get(KIND_TAG) or 'untyped'} run"
+        if info.tags.get(KIND_TAG) != CALIBRATION_KIND
+        else "calibrated another judge configuration"
+        if info.tags.get(HASH_TAG) != judge.config_hash
+        else "failed its threshold"
+        if info.tags.get(PASSED_TAG) != "true"
+        else ""
     )
+    if wrong:
+        raise ConfigError(
+            Problem(
+                file=str(judge.file),
+                field="calibration",
+                message=f"--calibration run {run_id} {wrong}",
+                fix="give a passing calibration run of this judge configuration",
+            )
+        )
+    made = Domain.recorded(info.tags)
+    across = "" if made == domain else f"calibrated on {made}, used on {domain} by --calibration {run_id}"
+    return Calibrated(info, across)
+
+
+def passing_calibration(
+    tracker: Tracker, judge: Judge, domain: Domain | None = None, chosen: str | None = None
+) -> Calibrated:
+    """The newest sealed, intact, passing calibration of exactly this judge configuration on
+    ``domain`` (the benchmark version and split to be pre-labeled; None: any); ``chosen``: that run,
+    used across domains when it was made on another (said in ``across``). Refuses the judge, naming
+    the fix, when there is none."""
+    if chosen:
+        return _chosen_calibration(tracker, judge, domain or Domain("", "", "", ""), chosen)
+    found = _calibrations(tracker, judge)
+    passing = [info for info in found if info.tags.get(PASSED_TAG) == "true"]
+    for info in passing:
+        if domain is None or Domain.recorded(info.tags) == domain:
+            return Calibrated(sealed_and_intact(tracker, info.run_id))
+    rule = judge.config.calibration
+    if passing and domain is not None:
+        elsewhere = "; ".join(f"run {i.run_id} on {Domain.recorded(i.tags)}" for i in passing[:3])
+        message = (
+            f"judge '{judge.config.name}' is calibrated only elsewhere ({elsewhere}), not on {domain}: a judge "
+            "measured on one benchmark says nothing of its labels on another"
+        )
+        fix = (
+            f"calibrate it on this benchmark (`rageval judge calibrate --judge {judge.file} --benchmark PATH "
+            f"--split {domain.split}`), or give --calibration RUN to use one made elsewhere (recorded on the run)"
+        )
+    else:
+        failed = f" ({len(found)} calibration run(s) of it failed its threshold)" if found else ""
+        message = (
+            f"judge '{judge.config.name}' (config sha256 {judge.config_hash[:12]}…) has no passing "
+            f"calibration in {tracker.uri}{failed}; an uncalibrated judge may not pre-label"
+        )
+        fix = (
+            f"run `rageval judge calibrate --judge {judge.file}` (same --tracking-uri) and meet "
+            f"min_weighted_kappa {rule.min_weighted_kappa}"
+        )
+    raise ConfigError(Problem(file=str(judge.file), field="calibration", message=message, fix=fix))
 
 
 @dataclass(frozen=True)
@@ -287,6 +402,7 @@ class PrelabelOutcome:
     calibration: str
     prelabels: Prelabels
     paths: dict[str, Path]
+    across: str = ""  # the calibration was made on another domain: how (recorded on the run)
 
 
 def execute_prelabel(
@@ -300,13 +416,16 @@ def execute_prelabel(
     seed: int = 0,
     backend: Backend | None = None,
     progress: Callable[[int, int], None] | None = None,
+    calibration_run: str | None = None,
 ) -> PrelabelOutcome:
-    """Pre-label a pool with a calibrated judge; writes the labels, the per-item detail and the
-    review sheet into ``out`` (default: the pool folder) and records a sealed prelabel run."""
+    """Pre-label a pool with a judge calibrated on the pool's benchmark version and split (or on
+    another, given as ``calibration_run`` and recorded so); writes the labels, the per-item detail
+    and the review sheet into ``out`` (default: the pool folder) and records a sealed prelabel run."""
     judge = load_judge(judge_file)
-    calibration = passing_calibration(tracker, judge)
     manifest: PoolManifest = read_pool(pool_dir)
     bench = load_benchmark(benchmark or manifest.path)
+    calibrated = passing_calibration(tracker, judge, Domain.of(bench, manifest.split), calibration_run)
+    calibration = calibrated.run
     folder = Path(out) if out is not None else Path(pool_dir) if Path(pool_dir).is_dir() else Path(pool_dir).parent
     paths = {"labels": folder / JUDGE_LABELS, "detail": folder / DETAIL_FILE, "review": folder / REVIEW_SHEET}
     if paths["labels"].exists():  # before any judging: a second run must not overwrite the first's labels
@@ -332,6 +451,8 @@ def execute_prelabel(
             **_judge_tags(judge, identity),
             KIND_TAG: PRELABEL_KIND,
             "rageval.judge.calibration": calibration.run_id,
+            "rageval.judge.calibration.domain": "other" if calibrated.across else "same",
+            **(overrides_tag([calibrated.across]) if calibrated.across else {}),
             "rageval.benchmark.name": manifest.benchmark,
             "rageval.benchmark.version": manifest.version,
             "rageval.split": manifest.split,
@@ -347,7 +468,7 @@ def execute_prelabel(
     except Exception as exc:
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
-    return PrelabelOutcome(run_id, calibration.run_id, result, paths)
+    return PrelabelOutcome(run_id, calibration.run_id, result, paths, calibrated.across)
 
 
 def _prelabel(

@@ -376,7 +376,9 @@ def download_notebooks(tracker: Tracker | None, run_ids: Sequence[str], folder: 
             local = Path(run_id)
             if not local.is_file():
                 raise InputError(
-                    Problem(file=run_id, message="no such notebook file", fix="give a .ipynb file that exists, or a run ID")
+                    Problem(
+                        file=run_id, message="no such notebook file", fix="give a .ipynb file that exists, or a run ID"
+                    )
                 )
             paths.append(local)
             continue

@@ -35,7 +35,7 @@ from rageval.paths import project_root
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import RunInfo, Tracker
-from rageval.workflows.guards import sealed_and_intact
+from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
 EXPERIMENT = "rageval-online"
@@ -69,6 +69,7 @@ def execute_online(
     the sealed evaluation runs of the two arms' configurations (checked sealed and intact), so that a
     release can check that this evidence concerns the configurations it promotes."""
     log, policy_file, metrics_file = Path(log), Path(policy_file), Path(metrics_file)
+    overridden = today_override(today)
     today = today or dt.date.today()
     policy = load_import_policy(policy_file, today)  # first: no unit is read without its policy
     metrics = load_metrics_policy(metrics_file)
@@ -119,6 +120,7 @@ def execute_online(
         "rageval.version": RAGEVAL_VERSION,
         "rageval.kind": "online",
         "rageval.simulated": str(simulated).lower(),
+        **overridden,
         "rageval.online.verdict": decision.verdict,
         "rageval.online.policy": metrics.name,
         "rageval.online.sequential": str(decision.sequential).lower(),

@@ -1,10 +1,16 @@
-"""``rageval promote RELEASE_RUN`` and ``rageval rollback FAMILY``: the Model Registry's aliases
+"""``rageval promote RELEASE_RUN`` and ``rageval rollback SLOT``: the Model Registry's aliases
 ``champion`` and ``previous`` moved only on evidence, each move recorded as a sealed run.
+
+Promotion believes no tag of the release run: it re-derives the decision from the linked gate,
+review, shadow and online runs under the recorded policy (:func:`rageval.workflows.release.rederive_release`)
+and refuses what does not hold; a release resting on simulated evidence is promoted only when
+allowed, and every record of it (promotion run, bundles, registry version and slot) says SIMULATED.
 
 A version's serving inputs outlive ``.rageval-cache``: promoting a configuration records a sealed
 ``rageval.kind=bundle`` run holding its ``config.yaml`` and the content-addressed cache entries its
 pipeline reads (BM25 index, embeddings; each entry with its ``entry.json`` of sha256s), once a
-sample of its queries re-run on them gives the evaluation run's recorded rankings. A rollback downloads that bundle into a fresh temporary cache, rebuilds the
+sample of its queries re-run on them gives the evaluation run's recorded rankings. A rollback
+downloads that bundle into a fresh temporary cache, rebuilds the
 pipeline from it (every cached stage must be a hit: nothing is rebuilt), re-runs a sample of the
 evaluation run's queries and requires the rankings it recorded; only then are the aliases moved.
 """
@@ -20,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from rageval.analysis.release import SIMULATED_TAG, overrides_tag
 from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.config.load import config_from_yaml
@@ -33,6 +40,7 @@ from rageval.retrieval.base import Corpus
 from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
 from rageval.safety import csv_bytes
+from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.registry import (
     BUNDLE_SEAL_TAG,
     BUNDLE_TAG,
@@ -46,6 +54,7 @@ from rageval.tracking.registry import (
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
+from rageval.workflows.release import Rederived, rederive_release
 
 BUNDLE_FILE = "bundle.json"
 BUNDLE_OF_TAG = "rageval.bundle.evaluation"  # on the bundle run: whose serving inputs it holds
@@ -81,6 +90,7 @@ class PromotionOutcome:
     champion: Version
     previous: Version | None
     bundles: dict[str, Bundle]  # evaluation run → bundle made now
+    simulated: list[str] = field(default_factory=list)  # the simulated runs the release rests on
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,9 @@ class _Recording(Cache):
         return result
 
 
-def make_bundle(tracker: Tracker, evaluation_run: str, *, sample: int, seed: int) -> Bundle:
+def make_bundle(
+    tracker: Tracker, evaluation_run: str, *, sample: int, seed: int, marks: Mapping[str, str] | None = None
+) -> Bundle:
     """Check the run's configuration against its recorded rankings with the project's cache (its
     entries read, or built when absent), and record the configuration and the entries it used as
     a sealed bundle run."""
@@ -186,6 +198,7 @@ def make_bundle(tracker: Tracker, evaluation_run: str, *, sample: int, seed: int
             BUNDLE_OF_TAG: evaluation_run,
             CONFIG_SHA_TAG: record["config"]["sha256"],
             "rageval.config.name": info.tags.get("rageval.config.name", ""),
+            **(marks or {}),
         },
         files=files,
     )
@@ -224,6 +237,14 @@ def _rerun(
         check.problem = f"the bundle lacks the cache entries of stage(s) {', '.join(missed)}: they had to be rebuilt"
         return check
     output = pipeline.run(queries)
+    if output.failures:  # a service down is said so, not read as "rankings differ"
+        query, stage, kind, message = output.failures[0]
+        failed = len({f[0] for f in output.failures})
+        check.problem = (
+            f"stage {stage}'s service failed {failed} of {len(queries)} sampled queries (first, query {query}: "
+            f"{kind}: {message}): it is unreachable or failing; start it, then roll back again"
+        )
+        return check
     now = rankings_frame(output.hits, pipeline.names[-1], corpus.by_id)
     recorded = tracker.rankings(evaluation_run)
     for qid in check.queries:
@@ -240,6 +261,12 @@ def verify_version(tracker: Tracker, version: Version, *, sample: int, seed: int
     if not version.bundle_run:
         return Check([], problem=f"version {version.version} of {version.model} names no bundle ({BUNDLE_TAG})")
     try:
+        release = version.tags.get("rageval.promotion.release", "")
+        if not release or sealed_and_intact(tracker, release).tags.get("rageval.kind") != "release":
+            raise TrackingError(
+                f"version {version.version} of {version.model} was not registered by a sealed release run "
+                f"(rageval.promotion.release is {release or 'absent'}): it was not promoted by rageval"
+            )
         bundle = sealed_and_intact(tracker, version.bundle_run)
         if bundle.tags.get(BUNDLE_OF_TAG) != version.evaluation_run:
             raise TrackingError(f"bundle run {version.bundle_run} is not of evaluation run {version.evaluation_run}")
@@ -269,79 +296,93 @@ def verify_version(tracker: Tracker, version: Version, *, sample: int, seed: int
 # ---------------------------------------------------------------------------- promote
 
 
-def _passing_release(tracker: Tracker, release_run: str) -> dict[str, str]:
-    info = sealed_and_intact(tracker, release_run)
-    tags = info.tags
-    if tags.get("rageval.kind") != "release":
-        raise TrackingError(f"run {release_run} is a {tags.get('rageval.kind', 'untyped')} run, not a release run")
-    verdict = tags.get("rageval.release.verdict")
-    if verdict != "pass":
-        reasons = ""
-        try:
-            with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
-                decision = json.loads(tracker.download(release_run, "decision.json", Path(tmp)).read_text())
-            failed = decision.get("reasons") or decision.get("failed") or []
-            reasons = f": {'; '.join(map(str, failed))}" if failed else ""
-        except (TrackingError, ValueError, AttributeError):
-            pass
-        raise TrackingError(
-            f"release run {release_run} has verdict {verdict!r}{reasons}; only a release with "
-            "rageval.release.verdict=pass may be promoted"
-        )
-    missing = [k for k in ("baseline", "candidate", "family") if not tags.get(f"rageval.release.{k}")]
-    if missing:
-        raise TrackingError(
-            f"release run {release_run} lacks tag(s) {', '.join('rageval.release.' + m for m in missing)}"
-        )
-    return tags
+@dataclass(frozen=True)
+class PromoteRequest:
+    """What ``rageval promote`` is asked: the release run, the release slot (registered model; None:
+    the release's family), whether simulated evidence may be promoted (recorded plainly when it is),
+    and the bundle check's sample."""
+
+    release_run: str
+    model: str | None = None
+    allow_simulated: bool = False
+    sample: int = 20
+    seed: int = 0
+    experiment: str | None = None
 
 
-def execute_promote(
-    release_run: str, *, tracker: Tracker, sample: int = 20, seed: int = 0, experiment: str | None = None
-) -> PromotionOutcome:
-    """Register the release's candidate (and its baseline when new), bundle their serving inputs,
-    move ``champion`` to the candidate and ``previous`` to the former champion (or the baseline),
-    and record a sealed promotion run."""
-    tags = _passing_release(tracker, release_run)
-    family, baseline, candidate = (tags[f"rageval.release.{k}"] for k in ("family", "baseline", "candidate"))
-    for role, run in (("baseline", baseline), ("candidate", candidate)):
-        run_tags = sealed_and_intact(tracker, run).tags
-        of = run_tags.get("rageval.config.family") or run_tags.get("rageval.config.name", "")
-        if of != family:
-            raise TrackingError(
-                f"release run {release_run} names family {family!r} but its {role} run {run} is of family {of!r}"
-            )
-    registry = Registry(tracker)
-    registry.ensure_model(family, f"rageval retriever family {family!r}: each version one configuration")
+def _promotable(tracker: Tracker, request: PromoteRequest) -> tuple[Rederived, list[str]]:
+    """The release re-derived from its evidence, refused unless it holds; and the simulated runs it rests on."""
+    found = rederive_release(tracker, request.release_run)
+    if not found.holds:
+        raise TrackingError(
+            f"release run {request.release_run} is not promoted: its evidence does not hold: {found.refusal()}"
+        )
+    simulated = found.simulated
+    if simulated and not request.allow_simulated:
+        raise TrackingError(
+            f"release run {request.release_run} rests on SIMULATED or scripted evidence ({', '.join(simulated)}): "
+            "it is not promoted; give --allow-simulated to promote it anyway (the promotion run and the registry "
+            "version are then marked SIMULATED)"
+        )
+    return found, simulated
+
+
+def _marks(release_run: str, simulated: list[str]) -> tuple[dict[str, str], str]:
+    """The tags and description every record of this promotion carries."""
+    if not simulated:
+        return {SIMULATED_TAG: "false"}, f"promoted by release run {release_run}"
+    text = f"SIMULATED: promoted by release run {release_run} on simulated evidence ({', '.join(simulated)})"
+    return {SIMULATED_TAG: "true", **overrides_tag([f"--allow-simulated: {text}"])}, text
+
+
+def _register(
+    registry: Registry, family: str, runs: dict[str, str], request: PromoteRequest, marks: dict[str, str], text: str
+) -> tuple[dict[str, Version], dict[str, Bundle]]:
+    """The baseline's and candidate's versions in the slot (registered, with a bundle, when new);
+    the candidate's version marked with this promotion."""
+    tracker = registry.tracker
     bundles: dict[str, Bundle] = {}
     versions: dict[str, Version] = {}
-    for role, run in (("baseline", baseline), ("candidate", candidate)):
+    for role, run in runs.items():
         existing = registry.version_of(family, run)
         if existing is not None:
             versions[role] = existing
             continue
-        bundles[run] = make_bundle(tracker, run, sample=sample, seed=seed)
-        config_sha = tracker.run(bundles[run].run_id).tags[CONFIG_SHA_TAG]
-        versions[role] = registry.register(
-            family,
-            run,
-            {
-                BUNDLE_TAG: bundles[run].run_id,
-                BUNDLE_SEAL_TAG: bundles[run].seal,
-                CONFIG_SHA_TAG: config_sha,
-                "rageval.promotion.release": release_run,
-            },
-        )
-    history = registry.history(family)
-    if not history:
-        history = [versions["baseline"].version]
+        bundles[run] = make_bundle(tracker, run, sample=request.sample, seed=request.seed, marks=marks)
+        version_tags = {
+            BUNDLE_TAG: bundles[run].run_id,
+            BUNDLE_SEAL_TAG: bundles[run].seal,
+            CONFIG_SHA_TAG: tracker.run(bundles[run].run_id).tags[CONFIG_SHA_TAG],
+            "rageval.promotion.release": request.release_run,
+        }
+        versions[role] = registry.register(family, run, version_tags | marks, description=text)
+    candidate = versions["candidate"].version
+    registry.tag_version(family, candidate, {**marks, "rageval.promotion.last_release": request.release_run})
+    registry.describe(family, candidate, text)
+    return versions, bundles
+
+
+def execute_promote(request: PromoteRequest, *, tracker: Tracker) -> PromotionOutcome:
+    """Re-derive the release's decision from its evidence (refused unless it holds); register its
+    candidate (and its baseline when new) in the release slot, bundle their serving inputs, move
+    ``champion`` to the candidate and ``previous`` to the former champion (or the baseline), and
+    record a sealed promotion run. Simulated evidence is promoted only when allowed, and marked."""
+    found, simulated = _promotable(tracker, request)
+    release_run, tags = request.release_run, found.tags
+    family = request.model or tags["rageval.release.family"]
+    marks, text = _marks(release_run, simulated)
+    registry = Registry(tracker)
+    registry.ensure_model(family, f"rageval release slot {family!r}: each version one configuration")
+    runs = {role: tags[f"rageval.release.{role}"] for role in ("baseline", "candidate")}
+    versions, bundles = _register(registry, family, runs, request, marks, text)
+    history = registry.history(family) or [versions["baseline"].version]
     if history[-1] != versions["candidate"].version:
         history.append(versions["candidate"].version)
     former = registry.alias(family, CHAMPION)
-    name = experiment or tracker.experiment_name(tracker.run(release_run).experiment_id)
     record = {
         "release_run": release_run,
         "model": family,
+        "simulated": simulated,
         "champion": versions["candidate"].__dict__,
         "previous": (registry.get(family, history[-2]).__dict__ if len(history) > 1 else None),
         "former_champion": former.__dict__ if former else None,
@@ -349,8 +390,8 @@ def execute_promote(
         "bundles": {run: b.__dict__ for run, b in bundles.items()},
     }
     run_id = tracker.create_run(
-        name,
-        f"promote {family} v{versions['candidate'].version}",
+        request.experiment or tracker.experiment_name(tracker.run(release_run).experiment_id),
+        f"promote {family} v{versions['candidate'].version}" + (" (SIMULATED)" if simulated else ""),
         params={"release": release_run, "model": family},
         tags={
             **git_state(project_root()),
@@ -361,17 +402,19 @@ def execute_promote(
             "rageval.registry.champion": versions["candidate"].version,
             "rageval.registry.previous": history[-2] if len(history) > 1 else "",
             "rageval.registry.former_champion": former.version if former else "",
+            NOTE_TAG: text,
+            **marks,
         },
         files={"promotion.json": json.dumps(record, indent=2).encode()},
     )
     try:
         registry.set_champions(family, history)
+        registry.tag_model(family, {"rageval.champion.simulated": marks[SIMULATED_TAG]})
         tracker.seal(run_id)
     except Exception as exc:
         tracker.fail(run_id, f"promotion failed: {type(exc).__name__}: {exc}")
         raise
-    previous = registry.alias(family, PREVIOUS)
-    return PromotionOutcome(run_id, family, versions["candidate"], previous, bundles)
+    return PromotionOutcome(run_id, family, versions["candidate"], registry.alias(family, PREVIOUS), bundles, simulated)
 
 
 # ---------------------------------------------------------------------------- rollback

@@ -25,24 +25,30 @@ from rageval.analysis.release import (
     ReleasePolicy,
     decide_release,
     load_release_policy,
+    overrides_of,
+    overrides_tag,
+    policy_overrides,
     reference_runs,
 )
 from rageval.analysis.shadow import ShadowAnalysis
 from rageval.analysis.shadow_rules import decide_shadow
+from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import JUDGMENT_NOTES_FILE
 from rageval.config.load import config_from_yaml
-from rageval.errors import ComparisonError, InputError, RagevalError, TrackingError
+from rageval.errors import ComparisonError, InputError, RagevalError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
 from rageval.io import read_jsonl, read_yaml
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG, ui_link
+from rageval.tracking.registry import Registry
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
 EXPERIMENT = "rageval-release"
 CHECKLIST_FILE = "checklist.json"
+SHIPPED_POLICY = ("params", "release", "policy.yaml")  # what a policy's overrides are measured against
 
 
 @dataclass(frozen=True)
@@ -64,12 +70,21 @@ def _read_json(tracker: Tracker, run_id: str, artifact: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {"rows": data}
 
 
+def _why(exc: Exception) -> str:
+    """One line saying why a run cannot count: a tampered run's first change named."""
+    first = str(exc).splitlines()[0]
+    if isinstance(exc, VerificationError) and exc.changes:
+        more = f" (and {len(exc.changes) - 1} more)" if len(exc.changes) > 1 else ""
+        return f"{first} {exc.changes[0]}{more}"
+    return first
+
+
 def _evidence(tracker: Tracker, layer: str, run_id: str, info: RunInfo | None = None) -> Evidence:
     """A layer's run, or why it cannot count (not sealed, tampered, of another kind): never a crash."""
     try:
         info = info or sealed_and_intact(tracker, run_id)
     except (ComparisonError, TrackingError) as exc:
-        return Evidence(layer, run_id, problem=str(exc).splitlines()[0])
+        return Evidence(layer, run_id, problem=_why(exc))
     kind = info.tags.get("rageval.kind", "")
     if kind != layer:
         return Evidence(layer, run_id, info.tags, info.metrics, problem=f"run {run_id} is a {kind or 'untyped'} run")
@@ -108,7 +123,11 @@ def _eval_run(tracker: Tracker, run_id: str, problems: list[str], role: str) -> 
         info = sealed_and_intact(tracker, run_id)
         artifacts = tracker.run_artifacts(run_id)
     except (ComparisonError, TrackingError) as exc:
-        problems.append(f"the {role} evaluation run: {str(exc).splitlines()[0]}")
+        problems.append(f"the {role} evaluation run: {_why(exc)}")
+        return None
+    kind = info.tags.get("rageval.kind", "")
+    if kind != "evaluation":
+        problems.append(f"the {role} run {run_id} is a {kind or 'untyped'} run, not an evaluation run")
         return None
     config = config_from_yaml(artifacts.config_yaml)
     return EvalRun(run_id, info.tags, [], artifacts.config_yaml, config.final_k, artifacts.queries)
@@ -136,6 +155,59 @@ def gather(
     return decision, evidence, baseline, candidate
 
 
+def _judgment_notes(candidate: EvalRun) -> tuple[dict[str, str], str | None]:
+    """The assessors of the candidate's benchmark judgment notes (assessor → where), or why they
+    cannot be seen: a benchmark that is not there, not the version the run used, or whose
+    benchmark.yaml records a notes file that is gone."""
+    folder = Path(config_from_yaml(candidate.config_yaml).benchmark)
+    try:
+        bench = load_benchmark(folder)
+    except (RagevalError, OSError) as exc:
+        return {}, f"the benchmark {folder} cannot be read: {str(exc).splitlines()[0]}"
+    recorded = candidate.tags.get("rageval.hash.cases")
+    if recorded and recorded != bench.hashes["cases"]:
+        return {}, f"the benchmark at {folder} is not the version run {candidate.run_id} used (cases hash differs)"
+    notes = folder / JUDGMENT_NOTES_FILE
+    if not notes.is_file():
+        if JUDGMENT_NOTES_FILE in bench.spec.files:
+            return {}, f"{notes} is recorded in benchmark.yaml but missing"
+        return {}, None
+    llm: dict[str, str] = {}
+    rows, _ = read_jsonl(notes)
+    for line, row in rows:
+        for label in row.get("labels") or []:
+            llm.setdefault(str(label.get("assessor", "")), f"{notes.name} line {line}")
+    return llm, None
+
+
+def _verified(tracker: Tracker, info: RunInfo) -> Evidence:
+    """A calibration or rollback run as the checklist reads it: ``problem`` when it is tampered."""
+    kind = info.tags.get("rageval.kind", "")
+    try:
+        problems = tracker.verify(info.run_id)
+    except RagevalError as exc:
+        problems = [str(exc).splitlines()[0]]
+    problem = f"run {info.run_id} does not verify: {problems[0]}" if problems else None
+    if problem is None and kind == "rollback":
+        problem = _rollback_in_registry(tracker, info)
+    return Evidence(kind, info.run_id, info.tags, info.metrics, problem=problem)
+
+
+def _rollback_in_registry(tracker: Tracker, info: RunInfo) -> str | None:
+    """Why a rollback run is not one `rageval rollback` made (None: the version it rolled back
+    carries its run ID, as the rollback tags it)."""
+    model, version = info.tags.get("rageval.registry.model", ""), info.tags.get("rageval.registry.from", "")
+    if not model or not version:
+        return f"rollback run {info.run_id} names no registered model and version (rageval.registry.model/from)"
+    try:
+        tags = Registry(tracker).get(model, version).tags
+    except RagevalError as exc:
+        return f"rollback run {info.run_id}: {str(exc).splitlines()[0]}"
+    if tags.get("rageval.rolled_back_by") != info.run_id:
+        return f"rollback run {info.run_id}: version {version} of {model!r} was not rolled back by it"
+    return None
+
+
 def checklist_inputs(
     tracker: Tracker,
     release_run: str,
@@ -143,9 +215,10 @@ def checklist_inputs(
     evidence: dict[str, Evidence],
     baseline: EvalRun | None,
     candidate: EvalRun | None,
+    release_problems: list[str] | None = None,
 ) -> ChecklistInputs:
     """What the checklist reads beyond the decision: the gate's policy and baseline config, the
-    benchmark's LLM labels, and the store's calibration and rollback runs."""
+    benchmark's LLM labels, and the store's calibration and rollback runs (each verified)."""
     gate = evidence.get("gate")
     measures: list[str] = []
     gate_config = ""
@@ -157,20 +230,14 @@ def checklist_inputs(
                 gate_config = tracker.download(gate.run_id, "baseline_config.yaml", Path(tmp)).read_text()
             except (RagevalError, OSError):
                 pass
-    llm: dict[str, str] = {}
-    if candidate is not None:
-        notes = Path(config_from_yaml(candidate.config_yaml).benchmark) / JUDGMENT_NOTES_FILE
-        if notes.is_file():
-            rows, _ = read_jsonl(notes)
-            for line, row in rows:
-                for label in row.get("labels") or []:
-                    assessor = str(label.get("assessor", ""))
-                    llm.setdefault(assessor, f"{notes.name} line {line}")
+    llm, notes_problem = ({}, "the candidate evaluation run cannot be read") if candidate is None else (
+        _judgment_notes(candidate)
+    )  # fmt: skip
     others: dict[str, list[Evidence]] = {"judge-calibration": [], "rollback": []}
     for info in reversed(tracker.runs()):  # oldest first
         kind = info.tags.get("rageval.kind", "")
         if kind in others and info.sealed:
-            others[kind].append(Evidence(kind, info.run_id, info.tags, info.metrics))
+            others[kind].append(_verified(tracker, info))
     return ChecklistInputs(
         release_run,
         decision,
@@ -182,6 +249,8 @@ def checklist_inputs(
         llm,
         others["judge-calibration"],
         others["rollback"],
+        notes_problem=notes_problem,
+        release_problems=list(release_problems or []),
     )
 
 
@@ -201,12 +270,24 @@ def _links(tracker: Tracker, evidence: dict[str, Evidence], pair: Pair | None) -
 
 
 def _note(decision: ReleaseDecision, links: list[dict[str, str]], items: list[Item]) -> str:
+    simulated = [r.layer for r in decision.layers if r.simulated]
     lines = [f"Release verdict: **{decision.verdict.upper()}**", ""]
+    if simulated:
+        lines[1:1] = ["", f"**SIMULATED evidence** ({', '.join(simulated)}): not a release of real traffic"]
     lines += [f"- {r.layer}: {r.verdict.upper()} — {r.reason}" for r in decision.layers]
     lines += ["", "Linked runs:"] + [f"- {r['role']}: [{r['run_id']}]({r['link']})" for r in links if r["link"]]
     passed = sum(i.verdict == "pass" for i in items)
     lines += ["", f"Checklist at release time: {passed}/{len(items)} PASS (checklist.json)"]
     return "\n".join(lines)[:4000]
+
+
+def _shipped_policy(policy_file: Path) -> ReleasePolicy | None:
+    """The shipped release policy, what another policy's overrides are measured against (None when
+    this checkout has none, or when ``policy_file`` is it)."""
+    shipped = project_root().joinpath(*SHIPPED_POLICY)
+    if not shipped.is_file() or shipped.resolve() == policy_file.resolve():
+        return None
+    return load_release_policy(shipped)
 
 
 def execute_release(
@@ -239,6 +320,8 @@ def execute_release(
         "simulated_layers": [r.layer for r in decision.layers if r.simulated],
     }
     simulated = any(r.simulated for r in decision.layers)
+    overrides = policy_overrides(policy, _shipped_policy(policy_file))
+    record["overrides"] = overrides
     name = experiment or EXPERIMENT
     run_id = tracker.create_run(
         name,
@@ -252,6 +335,7 @@ def execute_release(
             "rageval.release.policy": policy.name,
             "rageval.release.family": family,
             "rageval.simulated": str(simulated).lower(),
+            **overrides_tag(overrides),
             **(
                 {"rageval.release.baseline": pair.baseline, "rageval.release.candidate": pair.candidate} if pair else {}
             ),
@@ -293,26 +377,113 @@ def execute_release(
 
 
 @dataclass(frozen=True)
-class ChecklistOutcome:
-    release_run: str
-    items: list[Item]
-    changed: list[str]  # items whose verdict differs from the checklist stored at release time
+class Rederived:
+    """A release run read back, its decision recomputed from the runs it links under the policy it
+    recorded, at the time it was made. ``problems``: why its own record does not hold (its tags or
+    decision.json say other than the evidence does)."""
+
+    run_id: str
+    tags: dict[str, str]
+    decision: ReleaseDecision
+    evidence: dict[str, Evidence]
+    baseline: EvalRun | None
+    candidate: EvalRun | None
+    problems: list[str]
+
+    @property
+    def holds(self) -> bool:
+        return self.decision.passed and not self.problems
+
+    @property
+    def simulated(self) -> list[str]:
+        """The linked runs made from simulated or scripted evidence, as 'layer run'."""
+        return [f"{layer} {e.run_id}" for layer, e in self.evidence.items() if e.simulated]
+
+    @property
+    def overrides(self) -> list[str]:
+        return [*overrides_of(self.tags), *(o for e in self.evidence.values() for o in overrides_of(e.tags))]
+
+    def refusal(self) -> str:
+        """Why this release may not be acted on (empty: it may)."""
+        why = [*self.problems, *self.decision.reasons]
+        return "; ".join(why)
 
 
-def execute_checklist(release_run: str, *, tracker: Tracker, now: dt.datetime | None = None) -> ChecklistOutcome:
-    """Recompute a release run's checklist from the runs it links and compare with the stored one."""
+def _release_record(tracker: Tracker, release_run: str) -> tuple[RunInfo, ReleasePolicy, dict[str, Any]]:
     info = sealed_and_intact(tracker, release_run)
     if info.tags.get("rageval.kind") != "release":
         raise ComparisonError(
             f"run {release_run} is a {info.tags.get('rageval.kind') or 'untyped'} run, not a release run: "
             "give the run ID `rageval release` printed"
         )
-    runs = {layer: run for layer in LAYERS if (run := info.tags.get(f"rageval.release.{layer}"))}
     with tempfile.TemporaryDirectory(prefix="rageval-release-") as tmp:
-        policy = load_release_policy(tracker.download(release_run, "policy.yaml", Path(tmp)))
-    # Evidence ages from the release's own time: the checklist re-reads the release, not a new one.
+        try:
+            policy = load_release_policy(tracker.download(release_run, "policy.yaml", Path(tmp)))
+        except TrackingError:
+            raise ComparisonError(
+                f"release run {release_run} holds no policy.yaml: it was not recorded by `rageval release`, and "
+                "its decision cannot be re-derived; record the release with `rageval release`"
+            ) from None
+    stored = _read_json(tracker, release_run, "decision.json")
+    return info, policy, stored
+
+
+def rederive_release(tracker: Tracker, release_run: str, *, now: dt.datetime | None = None) -> Rederived:
+    """Re-derive a release run's decision from its linked runs (each sealed, intact, of its kind and
+    about one pair) under its recorded policy, and compare it with what the run itself says."""
+    info, policy, stored = _release_record(tracker, release_run)
+    tags = info.tags
+    runs = {layer: run for layer in LAYERS if (run := tags.get(f"rageval.release.{layer}"))}
+    problems = [
+        f"its tag rageval.release.{layer} names run {runs.get(layer) or '(none)'} but its param {layer} names "
+        f"{info.params.get(layer) or '(none)'}"
+        for layer in LAYERS
+        if (runs.get(layer) or "") != (info.params.get(layer) or "")
+    ]
+    # Evidence ages from the release's own time: re-reading a release is not making a new one.
     at = now or dt.datetime.fromtimestamp(tracker.started_ms(release_run) / 1000, dt.UTC)
     decision, evidence, baseline, candidate = gather(tracker, runs, policy, at)
-    items = checklist(checklist_inputs(tracker, release_run, decision, evidence, baseline, candidate))
+    if tags.get("rageval.release.verdict") != decision.verdict or stored.get("verdict") != decision.verdict:
+        problems.append(
+            f"it records verdict {tags.get('rageval.release.verdict')!r} (decision.json: {stored.get('verdict')!r}) "
+            f"but its evidence, re-read now, gives {decision.verdict!r}"
+        )
+    pair = decision.pair
+    for role in ("baseline", "candidate"):
+        said, found = tags.get(f"rageval.release.{role}", ""), getattr(pair, role) if pair else ""
+        if said != found:
+            problems.append(f"it names {role} run {said or '(none)'} but its evidence concerns {found or 'no run'}")
+    family = "" if candidate is None else candidate.tags.get("rageval.config.family") or _config_name(candidate)
+    if tags.get("rageval.release.family", "") != family:
+        problems.append(f"it names family {tags.get('rageval.release.family')!r}, its candidate run is of {family!r}")
+    simulated = any(e.simulated for e in evidence.values())
+    if tags.get("rageval.simulated") != str(simulated).lower():
+        said = tags.get("rageval.simulated")
+        problems.append(f"it says rageval.simulated={said!r}, its evidence is simulated={simulated}")
+    return Rederived(release_run, tags, decision, evidence, baseline, candidate, problems)
+
+
+@dataclass(frozen=True)
+class ChecklistOutcome:
+    release_run: str
+    items: list[Item]
+    changed: list[str]  # items whose verdict differs from the checklist stored at release time
+    overrides: list[str]  # every override that weakened a check on the runs the release rests on
+
+
+def execute_checklist(release_run: str, *, tracker: Tracker, now: dt.datetime | None = None) -> ChecklistOutcome:
+    """Recompute a release run's checklist from the runs it links and compare with the stored one."""
+    found = rederive_release(tracker, release_run, now=now)
+    inputs = checklist_inputs(
+        tracker, release_run, found.decision, found.evidence, found.baseline, found.candidate, found.problems
+    )
+    items = checklist(inputs)
     stored = _read_json(tracker, release_run, CHECKLIST_FILE).get("rows", [])
-    return ChecklistOutcome(release_run, items, changed_items(stored, items))
+    later = [
+        o
+        for info in tracker.runs()
+        if info.tags.get("rageval.kind") == "promotion" and info.tags.get("rageval.promotion.release") == release_run
+        for o in overrides_of(info.tags)
+    ]
+    overrides = list(dict.fromkeys([*found.overrides, *later]))
+    return ChecklistOutcome(release_run, items, changed_items(stored, items), overrides)

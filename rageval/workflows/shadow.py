@@ -36,7 +36,7 @@ from rageval.paths import project_root
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
 from rageval.validation import metric_key
-from rageval.workflows.guards import sealed_and_intact
+from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
 # The figures each slice's summary row becomes as metrics (the rest stay in the tables).
@@ -154,6 +154,7 @@ def execute_shadow(
             "rageval.version": RAGEVAL_VERSION,
             "rageval.kind": "shadow",
             "rageval.simulated": str(simulated).lower(),
+            **today_override(today),
             "rageval.shadow.verdict": verdict,
             "rageval.shadow.baseline.config": link["baseline"],
             "rageval.shadow.candidate.config": link["candidate"],
