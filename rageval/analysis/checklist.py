@@ -111,6 +111,9 @@ def _baseline_preserved(x: ChecklistInputs) -> Item:
     commit = b.tags.get("rageval.git.commit", "unknown")
     if commit == "unknown" or b.tags.get("rageval.git.dirty") != "false":
         return Item(2, "", "fail", f"baseline run {b.run_id} was not made from a clean commit ({commit})", record)
+    # rageval's own revision too: a modified checkout of rageval is not the code the commit names.
+    if b.tags.get("rageval.source.dirty") == "true":
+        return Item(2, "", "fail", f"baseline run {b.run_id} ran on a modified rageval checkout", record)
     return Item(2, "", "pass", f"baseline sealed and intact, config as gated, clean commit {commit[:10]}", record)
 
 
