@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 from rageval.errors import CONFIG, ConfigError, InputError, Problem
 from rageval.hashing import sha256_file
 from rageval.retrieval.base import Corpus, Hit, Query
+from rageval.retrieval.plugin import import_named
 from rageval.retrieval.schema import FrameworkConfig, LangChainConfig, LlamaIndexConfig
 
 FRAMEWORKS_FIX = "pip install 'rageval[frameworks]' (LangChain and LlamaIndex, with their HuggingFace embeddings)"
@@ -137,18 +138,7 @@ def framework_versions(prefixes: tuple[str, ...]) -> dict[str, str]:
 def load_factory(config: FrameworkConfig) -> tuple[Callable[..., Any], dict[str, str]]:
     """The configured factory and its identity: name, sha256 and path of its source file."""
     module_name, _, attribute = config.factory.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            Problem(
-                file=CONFIG,
-                field="factory",
-                message=f"cannot import '{module_name}': {exc}",
-                fix="install the package, or put the module on PYTHONPATH",
-            )
-        ) from None
-    factory = getattr(module, attribute, None)
+    module, factory = import_named(config.factory, "factory")
     if not callable(factory):
         message = f"'{module_name}' has no function '{attribute}'"
         raise ConfigError(Problem(file=CONFIG, field="factory", message=message))

@@ -9,13 +9,17 @@ previous stage's ranking by default (a reranker); otherwise it is a retriever. T
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
+from typing import Any
 
 from rageval.errors import CONFIG, ConfigError, Problem
 from rageval.retrieval.base import Corpus, Stage
 from rageval.retrieval.schema import PluginConfig
 
 
-def load_entrypoint(entrypoint: str) -> type:
+def import_named(entrypoint: str, field: str) -> tuple[ModuleType, Any]:
+    """The module of a ``package.module:name`` entry and its attribute ``name`` (None when absent);
+    a module that cannot be imported is a :class:`ConfigError` on ``field``."""
     module_name, _, attribute = entrypoint.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -23,12 +27,17 @@ def load_entrypoint(entrypoint: str) -> type:
         raise ConfigError(
             Problem(
                 file=CONFIG,
-                field="entrypoint",
+                field=field,
                 message=f"cannot import '{module_name}': {exc}",
                 fix="install the package, or put the module on PYTHONPATH",
             )
         ) from None
-    cls = getattr(module, attribute, None)
+    return module, getattr(module, attribute, None)
+
+
+def load_entrypoint(entrypoint: str) -> type:
+    module_name, _, attribute = entrypoint.partition(":")
+    _, cls = import_named(entrypoint, "entrypoint")
     if not isinstance(cls, type):
         raise ConfigError(
             Problem(file=CONFIG, field="entrypoint", message=f"'{module_name}' has no class '{attribute}'")
