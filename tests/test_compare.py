@@ -270,7 +270,7 @@ def test_runs_with_different_chunkings_compare_at_passage_level(store):
     metrics = Tracker(store).run(other).metrics
     assert overall.loc[("chunks-80", "passage", "nDCG@10"), "mean"] == pytest.approx(metrics["nDCG_at_10"])
     costs = comparison.costs.set_index("run")
-    assert costs.loc["chunks-80", "evidence_recall"] == pytest.approx(metrics["evidence/recall"])
+    assert costs.loc["chunks-80", "evidence_recall"] == pytest.approx(metrics["evidence_recall"])
     assert "evidence recall" in cmp_export.results_table(comparison).columns
 
 

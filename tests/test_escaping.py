@@ -74,7 +74,8 @@ CASES = [
 
 
 def params_file(tmp_path: Path, benchmark: Path, name: str, k1: float, b: float, candidates: int) -> Path:
-    """A BM25 run on the benchmark; two runs keeping 20 and 2 candidates differ on every query (the diffs)."""
+    """A BM25 run on the benchmark; two runs keeping 20 and 1 candidates differ on every query (the diffs:
+    each query judges two documents, and one passage covers at most one of them)."""
     config = {
         "version": 1,
         "name": name,
@@ -115,7 +116,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     benchmark = write_tiny(tmp / "hostile", documents=DOCS, cases=CASES)
     tracker = Tracker(f"sqlite:///{tmp / 'mlflow.db'}")
     baseline = execute_run(params_file(tmp, benchmark, "deep", 0.1, 0.0, 20), tracker=tracker)
-    candidate = execute_run(params_file(tmp, benchmark, "shallow", 3.0, 1.0, 2), tracker=tracker)
+    candidate = execute_run(params_file(tmp, benchmark, "shallow", 3.0, 1.0, 1), tracker=tracker)
     comparison = execute_comparison(baseline.run_id, [candidate.run_id], tracker=tracker)
     return {
         role: Path(tracker.run(run_id).artifact_uri.removeprefix("file://"))
@@ -149,7 +150,7 @@ def test_executed_notebooks_show_untrusted_text_escaped_never_live(recorded):
     assert "&lt;img src=x onerror=alert(1)&gt;" in evaluation
     diffs = html_seen["comparison"]
     assert diffs.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 2  # slice labels and the query text
-    assert "&lt;img src=x onerror=alert(1)&gt;" in diffs and "publish retry cache" in diffs
+    assert "&lt;img src=x onerror=alert(1)&gt;" in diffs and "webhook signing" in diffs  # =q2: its query and span
     assert "=HYPERLINK(&#34;http://evil.example&#34;,&#34;x&#34;)" in diffs  # q2's query, shown as text
 
 

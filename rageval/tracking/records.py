@@ -107,6 +107,12 @@ def png(figure: Figure) -> bytes:
 # The most top-level metrics an evaluation run shows (the UI draws one chart per metric); every
 # breakdown is a table artifact instead (:func:`breakdown_tables`).
 MAX_METRICS = 40
+# What is logged beside the record (the tracker's logging time, the workflow's run time): within
+# MAX_METRICS too.
+LOGGING_METRIC = "time_s/logging"
+RUN_TIME_METRIC = "time_s/run"
+RUN_METRICS = (LOGGING_METRIC, RUN_TIME_METRIC)
+HEADLINE_METRICS = MAX_METRICS - len(RUN_METRICS)  # the record's own share
 TABLES_TAG = "mlflow.loggedArtifacts"  # what ``MlflowClient.log_table`` sets: the UI lists these as tables
 
 
@@ -118,8 +124,9 @@ def metric_names(result: ExperimentResult) -> dict[str, float]:
     out: dict[str, float] = {}
     for measure, value in result.evaluation.aggregates.items():
         out[metric_key(measure)] = value
+    # Not "evidence/…": that prefix was the evidence trail's breakdown, now a table.
     for name, value in result.evidence_means().items():
-        out[f"evidence/{str(name).removeprefix('evidence_')}"] = value
+        out[str(name)] = value
     out.update(result.counts())
     percentiles = result.latency_percentiles()
     if "total" in percentiles.index:
@@ -221,14 +228,14 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
     evaluation = result.evaluation
     metrics = metric_names(result)
     tables = breakdown_tables(result)
-    if len(metrics) > MAX_METRICS:
-        # Many configured measures: the first MAX_METRICS (measures first) stay headline columns;
+    if len(metrics) > HEADLINE_METRICS:
+        # Many configured measures: the first HEADLINE_METRICS (measures first) stay headline columns;
         # the rest are kept, whole, in a table rather than dropped.
         keys = list(metrics)
         tables["more_metrics"] = pd.DataFrame(
-            {"metric": keys[MAX_METRICS:], "value": [metrics[k] for k in keys[MAX_METRICS:]]}
+            {"metric": keys[HEADLINE_METRICS:], "value": [metrics[k] for k in keys[HEADLINE_METRICS:]]}
         )
-        metrics = {k: metrics[k] for k in keys[:MAX_METRICS]}
+        metrics = {k: metrics[k] for k in keys[:HEADLINE_METRICS]}
     record = Record(metrics=metrics, tables=tables)
     files = record.files
     for name, figure in (figures or {}).items():

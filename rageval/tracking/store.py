@@ -33,6 +33,7 @@ from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
     EXPERIMENT_KIND,
+    LOGGING_METRIC,
     MANIFEST,
     NAME_TAG,
     NOTE_TAG,
@@ -348,7 +349,7 @@ class Tracker:
 
         started = time.perf_counter()
         self.log_record(run_id, evaluation_record(result, evaluation_figures(result)))
-        self.log_metrics(run_id, {"time_s/logging": time.perf_counter() - started})
+        self.log_metrics(run_id, {LOGGING_METRIC: time.perf_counter() - started})
 
     def fail(self, run_id: str, error: str, notebook: Path | None = None, *, details: str | None = None) -> None:
         """End a run as FAILED with its error (one line in the tag; ``details``, e.g. the traceback,

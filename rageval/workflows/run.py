@@ -36,7 +36,7 @@ from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
 from rageval.hashing import sha256_bytes
 from rageval.paths import default_notebook
 from rageval.progress import SILENT, Event, Reporter, channel
-from rageval.tracking.records import KIND_TAG, NOTE_TAG, environment, evaluation_note
+from rageval.tracking.records import KIND_TAG, NOTE_TAG, RUN_TIME_METRIC, environment, evaluation_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.kernels import WarmKernel
@@ -425,7 +425,7 @@ def _execute_run(
             tracker.log_tables(
                 run_id, {"run_timings": pd.DataFrame({"step": list(timings), "seconds": list(timings.values())})}
             )
-            tracker.log_metrics(run_id, {"time_s/run": timings["prepare"] + timings["notebook"]})
+            tracker.log_metrics(run_id, {RUN_TIME_METRIC: timings["prepare"] + timings["notebook"]})
             info = tracker.run(run_id)
             measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
             headline = {text: info.metrics[key] for key, text in measures.items() if key in info.metrics}
