@@ -23,6 +23,7 @@ from rageval.analysis.tables import frontier_table, per_query_deltas, significan
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError
 from rageval.evaluation import PARENT_PREFIX, measure_level, metric_key
+from rageval.experiment.evidence import EVIDENCE_MEASURES
 
 
 @dataclass(frozen=True)
@@ -84,17 +85,14 @@ class Comparison:
         return {k: float(v) for k, v in out.items() if pd.notna(v)}
 
 
-EVIDENCE_COLUMNS = ("evidence_recall", "evidence_precision", "evidence_iou")
-
-
 def evidence_means(queries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Per run: the mean evidence recall, precision and IoU in the context over the queries that have
     one (passage-level runs record them per query; other runs get no value)."""
     rows = [
-        {"run": run, **{c: frame[c].mean() if c in frame.columns else np.nan for c in EVIDENCE_COLUMNS}}
+        {"run": run, **{c: frame[c].mean() if c in frame.columns else np.nan for c in EVIDENCE_MEASURES}}
         for run, frame in queries.items()
     ]
-    return pd.DataFrame(rows, columns=["run", *EVIDENCE_COLUMNS])
+    return pd.DataFrame(rows, columns=["run", *EVIDENCE_MEASURES])
 
 
 def labels_for(runs: Sequence[RunInfo]) -> dict[str, str]:

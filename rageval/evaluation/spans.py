@@ -65,17 +65,6 @@ class Evidence:
             tuple(wanted), self.query[keep], self.document[keep], self.start[keep], self.end[keep], self.grade[keep]
         )
 
-    def frame(self) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "query_id": self.query,
-                "document_id": self.document,
-                "start": self.start,
-                "end": self.end,
-                "grade": self.grade,
-            }
-        )
-
 
 def evidence_spans(cases: Iterable[Case], documents: Mapping[str, Document]) -> Evidence:
     """The judged spans of ``cases``; a judgment without a span covers its whole document."""
