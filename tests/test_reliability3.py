@@ -17,8 +17,9 @@ from conftest import CASES, DOCS, write_tiny
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from rageval.benchmark.loading import benchmark_warnings, load_benchmark, validate_benchmark
+from rageval.benchmark.loading import load_benchmark, validate_benchmark
 from rageval.benchmark.lookalike import blank, collisions, lookalike_key, near_misses
+from rageval.benchmark.notices import benchmark_warnings
 from rageval.benchmark.querylog import WITHHELD, LogFields, log_name, read_log
 from rageval.benchmark.redaction import Redactor, residual
 from rageval.benchmark.schema import Case

@@ -44,7 +44,8 @@ def benchmark_validate(
     import json
 
     from rageval.benchmark.diagnostics import diagnose, format_report
-    from rageval.benchmark.loading import benchmark_warnings, validate_benchmark
+    from rageval.benchmark.loading import validate_benchmark
+    from rageval.benchmark.notices import benchmark_warnings
 
     if json_out is not None:
         output_file(json_out, "--json")
