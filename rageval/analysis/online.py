@@ -506,20 +506,7 @@ def _judge(result: MetricResult, sequential: bool, alpha: float) -> MetricVerdic
     better_low = min(sign * low, sign * high)  # the worst case for the candidate
     better_high = max(sign * low, sign * high)
     delta = f"{result.baseline:.4g} → {result.candidate:.4g} ({result.diff:+.4g}, {interval})"
-    if result.role == "primary" and result.claim == "non-inferiority":
-        if better_low >= -result.threshold:
-            return MetricVerdict(
-                result.metric, result.role, "pass", f"non-inferior within the margin {result.threshold:g}: {delta}"
-            )
-        return MetricVerdict(
-            result.metric,
-            result.role,
-            "fail",
-            f"non-inferiority not shown: the interval allows a loss of {-better_low:.4g}, beyond the margin "
-            f"{result.threshold:g}: {delta}; about {result.needed_per_arm} units per arm show that margin "
-            f"(have {min(result.n_baseline, result.n_candidate)})",
-        )
-    if result.role == "primary":
+    if result.role == "primary" and result.claim == "improvement":
         if better_low > 0:
             return MetricVerdict(result.metric, result.role, "pass", f"improved: {delta}")
         worse = better_high < 0
@@ -531,16 +518,19 @@ def _judge(result: MetricResult, sequential: bool, alpha: float) -> MetricVerdic
         )
         what = "regressed" if worse else "no significant improvement"
         return MetricVerdict(result.metric, result.role, "fail", f"{what}: {delta}{size}")
+    # A guardrail, or a non-inferiority primary: one rule, no worse than the margin.
+    primary = result.role == "primary"
     if better_low >= -result.threshold:
-        return MetricVerdict(
-            result.metric, result.role, "pass", f"no regression beyond the margin {result.threshold:g}: {delta}"
-        )
-    return MetricVerdict(
-        result.metric,
-        result.role,
-        "fail",
-        f"regression: the interval allows a loss of {-better_low:.4g}, beyond the margin {result.threshold:g}: {delta}",
+        held = "non-inferior within the margin" if primary else "no regression beyond the margin"
+        return MetricVerdict(result.metric, result.role, "pass", f"{held} {result.threshold:g}: {delta}")
+    loss = f"the interval allows a loss of {-better_low:.4g}, beyond the margin {result.threshold:g}: {delta}"
+    text = (
+        f"non-inferiority not shown: {loss}; about {result.needed_per_arm} units per arm show that margin "
+        f"(have {min(result.n_baseline, result.n_candidate)})"
+        if primary
+        else f"regression: {loss}"
     )
+    return MetricVerdict(result.metric, result.role, "fail", text)
 
 
 def decide_online(results: Sequence[MetricResult], srm: SampleRatio, policy: MetricsPolicy) -> OnlineDecision:
