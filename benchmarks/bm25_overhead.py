@@ -113,15 +113,14 @@ def main() -> int:
 
 
 def end_to_end(folder: Path, tmp: Path) -> None:
-    from rageval.workflows.run import execute_run
+    from rageval.workflows.run import RunRequest, execute_run
 
     started = time.perf_counter()
     outcome = execute_run(
-        ROOT / "params" / "bm25.yaml",
-        overrides=["chunking.method=none"],
-        benchmark=folder,
-        split="release",
-        tracker=Tracker(f"sqlite:///{tmp / 'mlruns' / 'mlflow.db'}"),
+        RunRequest(
+            ROOT / "params" / "bm25.yaml", overrides=["chunking.method=none"], benchmark=folder, split="release"
+        ),
+        Tracker(f"sqlite:///{tmp / 'mlruns' / 'mlflow.db'}"),
     )
     total = time.perf_counter() - started
     tracker = Tracker(f"sqlite:///{tmp / 'mlruns' / 'mlflow.db'}")

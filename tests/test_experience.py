@@ -254,7 +254,7 @@ def test_the_html_render_is_styled_offline_and_runs_nothing(tmp_path):
     import pandas as pd
 
     from rageval.safety import styled
-    from rageval.workflows.run import notebook_html
+    from rageval.workflows.render import notebook_html
 
     table = styled(pd.DataFrame({"nDCG@10": [0.5]}, index=["bm25"]))
     nb = nbformat.v4.new_notebook()

@@ -312,13 +312,13 @@ def test_missing_header_variables_and_credentials_in_urls_fail_before_a_run(monk
 @pytest.mark.e2e
 def test_rageval_run_with_an_http_stage_ends_sealed_and_records_no_secret(service, url, store, tmp_path):
     from rageval.tracking.store import Tracker
-    from rageval.workflows.run import execute_run
+    from rageval.workflows.run import RunRequest, execute_run
 
     local = run_experiment(load_config(BM25), cache=False)
     failing = str(local.evaluation.per_query["nDCG@10"].idxmax())
     service.reset(status=400, echo=True, only={failing})  # one failure, its error text in the record
     tracker = Tracker(store)
-    outcome = execute_run(HTTP, overrides=[f"retrieval.stages.0.url={url}"], tracker=tracker)
+    outcome = execute_run(RunRequest(HTTP, overrides=[f"retrieval.stages.0.url={url}"]), tracker)
     info = tracker.run(outcome.run_id)
     assert info.status == "FINISHED" and info.sealed and tracker.verify(outcome.run_id) == []
     assert info.params["retrieval.stages.0.type"] == "http"

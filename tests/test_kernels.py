@@ -17,10 +17,10 @@ from rageval.config.load import dump_config, load_config
 from rageval.experiment.run import run_experiment
 from rageval.paths import project_root
 from rageval.workflows.forkserver import Forked, ForkServer, available
+from rageval.workflows.handoff import EarlyLog
 from rageval.workflows.kernels import KernelPool, WarmKernel
 from rageval.workflows.notebooks import execute_notebook
 from rageval.workflows.preload import PRELOAD
-from rageval.workflows.run import EarlyLog
 
 IPYTHON = ("In", "Out", "get_ipython", "exit", "quit", "open", "os", "sys", "json_dump")
 PROBE = [

@@ -23,7 +23,7 @@ from rageval.workflows.notebook_diff import (
     parameter_lines,
     reduce_notebook,
 )
-from rageval.workflows.run import execute_run
+from rageval.workflows.run import RunRequest, execute_run
 
 CONFIG = "version: 1\nname: bm25\nretrieval:\n  stages:\n  - type: bm25\n    k1: 0.9\n    b: 0.4\nfinal_k: 5\n"
 
@@ -152,8 +152,8 @@ def two_runs(store) -> tuple[str, str]:
     """Two sealed runs of the BM25 configuration that differ in one key (k1)."""
     tracker = Tracker(store)
     bm25 = ROOT / "params" / "bm25.yaml"
-    base = execute_run(bm25, tracker=tracker).run_id
-    changed = execute_run(bm25, overrides=["retrieval.stages.0.k1=1.2"], tracker=tracker).run_id
+    base = execute_run(RunRequest(bm25), tracker).run_id
+    changed = execute_run(RunRequest(bm25, overrides=["retrieval.stages.0.k1=1.2"]), tracker).run_id
     return base, changed
 
 

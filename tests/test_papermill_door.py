@@ -19,7 +19,7 @@ from conftest import ROOT
 from rageval.errors import ParameterError
 from rageval.tracking.store import Tracker
 from rageval.workflows.door import EvaluateParameters, parameters_from, recorded_run, resolve, type_name
-from rageval.workflows.run import execute_run
+from rageval.workflows.run import RunRequest, execute_run
 
 NOTEBOOK = ROOT / "notebooks" / "evaluate.ipynb"
 BM25 = ROOT / "params" / "bm25.yaml"
@@ -127,11 +127,11 @@ def test_a_relative_path_is_tried_in_the_working_directory_then_the_repository_r
 def test_rageval_run_refuses_a_mistyped_or_recording_notebook_parameter_before_a_run_exists(store):
     before = runs_in(store)
     with pytest.raises(ParameterError, match=r"record: expected bool \(got 'yes'\)"):
-        execute_run(BM25, tracker=Tracker(store), notebook_parameters={"record": "yes"})
+        execute_run(RunRequest(BM25, notebook_parameters={"record": "yes"}), Tracker(store))
     with pytest.raises(ParameterError, match=r"overrides: expected list\[str\]"):
-        execute_run(BM25, tracker=Tracker(store), notebook_parameters={"overrides": [1]})
+        execute_run(RunRequest(BM25, notebook_parameters={"overrides": [1]}), Tracker(store))
     with pytest.raises(ParameterError, match="record: rageval run records the run itself"):
-        execute_run(BM25, tracker=Tracker(store), notebook_parameters={"record": True})
+        execute_run(RunRequest(BM25, notebook_parameters={"record": True}), Tracker(store))
     assert runs_in(store) == before
 
 

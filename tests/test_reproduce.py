@@ -15,7 +15,7 @@ from rageval.errors import ReproductionError, TrackingError, VerificationError
 from rageval.retrieval.schema import RetrievalConfig
 from rageval.tracking.store import Tracker
 from rageval.workflows.reproduce import compare_rankings, neural_stages, reproduce
-from rageval.workflows.run import execute_run
+from rageval.workflows.run import RunRequest, execute_run
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ def project(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def bm25_run(project, store) -> str:
-    return execute_run(project / "params" / "bm25.yaml", tracker=Tracker(store)).run_id
+    return execute_run(RunRequest(project / "params" / "bm25.yaml"), Tracker(store)).run_id
 
 
 def test_a_bm25_run_reproduces_with_identical_rankings(bm25_run, project, store):
@@ -67,7 +67,7 @@ def test_unsealed_and_tampered_runs_are_refused(bm25_run, store):
     running = tracker.create_run("scratch", "unsealed", params={}, tags={})
     with pytest.raises(TrackingError, match="not sealed"):
         reproduce(running, tracker=Tracker(store))
-    tampered = execute_run(ROOT / "params" / "bm25.yaml", tracker=Tracker(store)).run_id
+    tampered = execute_run(RunRequest(ROOT / "params" / "bm25.yaml"), Tracker(store)).run_id
     tracker.client.log_param(tampered, "injected", "1")  # behind rageval's back
     with pytest.raises(VerificationError, match="injected"):
         reproduce(tampered, tracker=Tracker(store))
@@ -118,7 +118,7 @@ def test_a_run_from_a_dirty_tree_records_its_diff_and_reproduces_only_when_allow
     original = init.read_text()
     init.write_text(original + "\n# a local, uncommitted change\n")
     try:
-        run_id = execute_run(project / "params" / "bm25.yaml", tracker=Tracker(store)).run_id
+        run_id = execute_run(RunRequest(project / "params" / "bm25.yaml"), Tracker(store)).run_id
     finally:
         init.write_text(original)
     tracker = Tracker(store)
@@ -139,9 +139,7 @@ def test_a_run_on_the_shared_server_reproduces_identically(project, mlflow_serve
     from servers import fresh_experiment
 
     uri = mlflow_server.tracking_uri
-    run = execute_run(
-        project / "params" / "bm25.yaml", tracker=Tracker(uri), experiment=fresh_experiment("reproduce")
-    ).run_id
+    run = execute_run(RunRequest(project / "params" / "bm25.yaml", experiment=fresh_experiment("reproduce")), Tracker(uri)).run_id
     result = reproduce(run, tracker=Tracker(uri), repo=project)
     assert result.verdict == "identical" and result.reproduced
     tracker = Tracker(uri)

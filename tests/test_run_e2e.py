@@ -23,7 +23,7 @@ from conftest import DEMO, ROOT
 
 from rageval.errors import ConfigError, NotebookExecutionError, ParameterError
 from rageval.tracking.store import Tracker
-from rageval.workflows.run import execute_run
+from rageval.workflows.run import RunRequest, execute_run
 
 pytestmark = pytest.mark.e2e
 BM25 = ROOT / "params" / "bm25.yaml"
@@ -46,7 +46,7 @@ def notebook_with(tmp_path: Path, body: str) -> Path:
 @pytest.fixture(scope="module")
 def demo_runs(store):
     """The README's main job, twice with the same configuration."""
-    return [execute_run(BM25, tracker=Tracker(store)) for _ in range(2)]
+    return [execute_run(RunRequest(BM25), Tracker(store)) for _ in range(2)]
 
 
 def test_the_baseline_ends_in_a_sealed_verified_run(demo_runs, store):
@@ -119,7 +119,7 @@ def test_a_notebook_exception_ends_failed_and_unsealed(tmp_path, store):
     notebook = notebook_with(tmp_path, "raise RuntimeError('boom in a cell')")
     before = runs_in(store)
     with pytest.raises(NotebookExecutionError, match="boom in a cell") as raised:
-        execute_run(BM25, tracker=Tracker(store), notebook=notebook)
+        execute_run(RunRequest(BM25, notebook=notebook), Tracker(store))
     (new,) = runs_in(store) - before
     assert raised.value.run_id == new
     # papermill's cell index, exception name and value, not its whole traceback
@@ -134,7 +134,7 @@ def test_a_notebook_exception_ends_failed_and_unsealed(tmp_path, store):
 def test_bad_parameters_and_configs_fail_before_a_run_exists(tmp_path, store):
     before = runs_in(store)
     with pytest.raises(ParameterError, match="unknown notebook parameter"):
-        execute_run(BM25, tracker=Tracker(store), notebook_parameters={"colour": "red"})
+        execute_run(RunRequest(BM25, notebook_parameters={"colour": "red"}), Tracker(store))
     with pytest.raises(ParameterError, match="run_id"):
         cell = nbformat.v4.new_code_cell("config_yaml = None\ntracking_uri = None", metadata={"tags": ["parameters"]})
         nb = nbformat.v4.new_notebook(
@@ -142,15 +142,15 @@ def test_bad_parameters_and_configs_fail_before_a_run_exists(tmp_path, store):
         )
         path = tmp_path / "lacking.ipynb"
         nbformat.write(nb, path)
-        execute_run(BM25, tracker=Tracker(store), notebook=path)
+        execute_run(RunRequest(BM25, notebook=path), Tracker(store))
     with pytest.raises(ConfigError, match="unknown key"):
-        execute_run(BM25, tracker=Tracker(store), overrides=["retrieval.stages.0.k2=1"])
+        execute_run(RunRequest(BM25, overrides=["retrieval.stages.0.k2=1"]), Tracker(store))
     bad = yaml.safe_load(BM25.read_text())
     bad["benchmark"] = str(DEMO)
     bad["evaluation"]["tie"] = "x"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     with pytest.raises(ConfigError, match="bad.yaml"):
-        execute_run(tmp_path / "bad.yaml", tracker=Tracker(store))
+        execute_run(RunRequest(tmp_path / "bad.yaml"), Tracker(store))
     assert runs_in(store) == before
 
 

@@ -26,7 +26,7 @@ from rageval.workflows import reproduce as reproduce_module
 from rageval.workflows.init import init_project
 from rageval.workflows.provenance import RAGEVAL_VERSION, origin, source_tags
 from rageval.workflows.reproduce import check_rageval, reproduce
-from rageval.workflows.run import execute_run
+from rageval.workflows.run import RunRequest, execute_run
 
 TEAM_NOTE = "This is the team's own copy of the evaluation notebook."
 
@@ -164,10 +164,10 @@ def team_run(tmp_path_factory, store):
     warnings: dict[str, list[str]] = {"clean": [], "dirty": []}
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(team)
-        run = execute_run(team / "params" / "bm25.yaml", tracker=Tracker(store), warn=warnings["clean"].append)
+        run = execute_run(RunRequest(team / "params" / "bm25.yaml"), Tracker(store), warn=warnings["clean"].append)
         extra = team / "params" / "bm25-b.yaml"
         extra.write_text((team / "params" / "bm25.yaml").read_text().replace("bm25-baseline", "bm25-b"))
-        dirty = execute_run(extra, tracker=Tracker(store), warn=warnings["dirty"].append).run_id
+        dirty = execute_run(RunRequest(extra), Tracker(store), warn=warnings["dirty"].append).run_id
     return team, run.run_id, dirty, warnings
 
 

@@ -46,21 +46,24 @@ def run(
     kernel = WarmKernel((notebook or default_notebook()).parent)
     try:
         from rageval.cli.progress import RunView
-        from rageval.workflows.run import execute_run
+        from rageval.workflows.run import RunRequest, execute_run
 
         tracker = open_tracker(tracking_uri)
         input_file(config, "CONFIG", "give a params file, e.g. params/bm25.yaml")
         with RunView() as view:  # the steps on stderr as they go; the summary below on stdout
-            outcome = execute_run(
+            request = RunRequest(
                 config,
-                overrides=set_,
+                overrides=tuple(set_),
                 benchmark=benchmark,
                 split=split,
-                tracker=tracker,
                 experiment=experiment,
-                notebook=notebook,
+                notebook=notebook or default_notebook(),
                 timeout=timeout,
                 notebook_parameters=parse_notebook_parameters(parameter),
+            )
+            outcome = execute_run(
+                request,
+                tracker,
                 reporter=view,
                 warn=lambda text: echo(text, err=True),
                 kernel=kernel,

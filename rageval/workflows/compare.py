@@ -23,7 +23,7 @@ from rageval.workflows.guards import release_warnings, sealed_and_intact
 from rageval.workflows.notebooks import check_parameters, execute_into
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 from rageval.workflows.readback import candidate_ids
-from rageval.workflows.run import notebook_html
+from rageval.workflows.render import notebook_html
 
 COMPARE_PARAMETERS = ("baseline", "candidates", "sweep", "allow_mismatch", "notes", "run_id", "tracking_uri")
 DEFAULT_MAX_RELEASE_EVALUATIONS = 5

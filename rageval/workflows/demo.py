@@ -29,7 +29,7 @@ from rageval.workflows.registry import (
 )
 from rageval.workflows.release import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
 from rageval.workflows.review import ReviewOutcome, record_review, start_review
-from rageval.workflows.run import RunOutcome, execute_run
+from rageval.workflows.run import RunOutcome, RunRequest, execute_run
 from rageval.workflows.shadow import ShadowOutcome, execute_shadow
 from rageval.workflows.sweep import run_sweep
 
@@ -91,12 +91,14 @@ def execute_demo(
     members = {m.name: m for m in spec.members}
     released = [
         execute_run(
-            spec.base,
-            overrides=members[name].overrides,
-            benchmark=spec.benchmark,
-            split=RELEASE_SPLIT,
-            tracker=tracker,
-            run_name=f"{spec.spec.name}/{name}@{RELEASE_SPLIT}",
+            RunRequest(
+                spec.base,
+                overrides=members[name].overrides,
+                benchmark=spec.benchmark,
+                split=RELEASE_SPLIT,
+                run_name=f"{spec.spec.name}/{name}@{RELEASE_SPLIT}",
+            ),
+            tracker,
             reporter=progress.member(f"{name}@{RELEASE_SPLIT}") if isinstance(progress, Reporter) else None,
         )
         for name in (baseline, chosen.name)

@@ -187,17 +187,17 @@ def record(parameters: EvaluateParameters, notebook: str = NOTEBOOK) -> Experime
     project's evaluation notebook, in the store ``tracking_uri`` names (else MLFLOW_TRACKING_URI, else
     the project's, as the CLI opens it). Shows the run ID and returns the recorded result."""
     from rageval.tracking.store import Tracker
-    from rageval.workflows.run import execute_run
+    from rageval.workflows.run import RunRequest, execute_run
 
     tracker = Tracker(parameters.tracking_uri)
-    outcome = execute_run(
+    request = RunRequest(
         resolve(parameters.config_path, "config_path", notebook),
         overrides=parameters.overrides,
         benchmark=resolve(parameters.benchmark, "benchmark", notebook) if parameters.benchmark else None,
         split=parameters.split,
-        tracker=tracker,
         experiment=parameters.experiment,
     )
+    outcome = execute_run(request, tracker)
     result = outcome.result
     if result is None:  # pragma: no cover - the project's notebook always hands its result back
         raise ParameterError(

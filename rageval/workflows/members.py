@@ -15,7 +15,8 @@ from rageval.progress import Reporter
 from rageval.tracking.store import Tracker
 from rageval.workflows.forkserver import FORK_SERVER
 from rageval.workflows.kernels import WarmKernel
-from rageval.workflows.run import NotebookSlot, execute_run
+from rageval.workflows.run import RunRequest, execute_run
+from rageval.workflows.slots import NotebookSlot
 
 MEMBER_TAG = "rageval.sweep.member"
 
@@ -69,6 +70,30 @@ class MemberJob:
     notebook_parameters: dict[str, Any] | None
     timeout: int | None
 
+    def request(self, tags: dict[str, str] | None = None) -> RunRequest:
+        """The member's run: a child of the sweep's parent run, named after the sweep and member."""
+        return RunRequest(
+            self.base,
+            overrides=self.overrides,
+            benchmark=self.benchmark,
+            split=self.split,
+            experiment=self.experiment,
+            notebook=self.notebook,
+            notebook_parameters=self.notebook_parameters or {},
+            timeout=self.timeout,
+            run_name=f"{self.sweep}/{self.name}@{self.split_label}",
+            label=f"{self.sweep}/{self.name}",
+            family=self.family,
+            tags={
+                "mlflow.parentRunId": self.parent,
+                "rageval.sweep.parent": self.parent,
+                "rageval.sweep.name": self.sweep,
+                MEMBER_TAG: self.name,
+                "rageval.sweep.release": str(self.release).lower(),
+                **(tags or {}),
+            },
+        )
+
     def run(
         self,
         tracker: Tracker,
@@ -86,30 +111,12 @@ class MemberJob:
         begun = time.perf_counter()
         try:
             outcome = execute_run(
-                self.base,
-                overrides=self.overrides,
-                benchmark=self.benchmark,
-                split=self.split,
-                tracker=tracker,
-                experiment=self.experiment,
-                notebook=self.notebook,
-                notebook_parameters=self.notebook_parameters,
-                timeout=self.timeout,
-                run_name=f"{self.sweep}/{self.name}@{self.split_label}",
-                label=f"{self.sweep}/{self.name}",
-                family=self.family,
+                self.request(tags),
+                tracker,
                 cancel=cancel,
                 reporter=reporter,
                 kernel=kernel,
                 notebook_slot=notebook_slot,
-                tags={
-                    "mlflow.parentRunId": self.parent,
-                    "rageval.sweep.parent": self.parent,
-                    "rageval.sweep.name": self.sweep,
-                    MEMBER_TAG: self.name,
-                    "rageval.sweep.release": str(self.release).lower(),
-                    **(tags or {}),
-                },
             )
         except NotebookExecutionError as exc:
             result.run_id, result.error = exc.run_id, str(exc)

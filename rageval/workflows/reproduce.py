@@ -289,7 +289,12 @@ def _run_in(worktree: Path, config_file: Path, tracking_uri: str, experiment: st
         "    from rageval.runner import execute_run\n"
         "    outcome = execute_run(sys.argv[1], tracking_uri=sys.argv[2], experiment=sys.argv[3])\n"
         "else:\n"
-        "    outcome = execute_run(sys.argv[1], tracker=Tracker(sys.argv[2]), experiment=sys.argv[3])\n"
+        "    try:\n"
+        "        from rageval.workflows.run import RunRequest\n"
+        "    except ImportError:  # a commit from before the run request\n"
+        "        outcome = execute_run(sys.argv[1], tracker=Tracker(sys.argv[2]), experiment=sys.argv[3])\n"
+        "    else:\n"
+        "        outcome = execute_run(RunRequest(sys.argv[1], experiment=sys.argv[3]), Tracker(sys.argv[2]))\n"
         "print(json.dumps({'run_id': outcome.run_id}))\n"
     )
     this = [] if own_code or source_checkout() is None else [str(source_checkout())]

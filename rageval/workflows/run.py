@@ -12,15 +12,13 @@ owner process is gone.
 
 from __future__ import annotations
 
-import functools
 import json
-import pickle
 import platform
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +37,12 @@ from rageval.progress import SILENT, Event, Reporter, channel
 from rageval.tracking.records import KIND_TAG, NOTE_TAG, RUN_TIME_METRIC, environment, evaluation_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
+from rageval.workflows.handoff import EarlyLog
 from rageval.workflows.kernels import WarmKernel
 from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
 from rageval.workflows.provenance import RAGEVAL_VERSION, Origin, origin
+from rageval.workflows.render import notebook_html, warm_html, warm_imports
+from rageval.workflows.slots import NotebookSlot
 
 if TYPE_CHECKING:
     from rageval.experiment.run import ExperimentResult
@@ -72,44 +73,6 @@ def config_label(name: str, overrides: Sequence[str]) -> str:
     if not overrides:
         return name
     return f"{name}+{sha256_bytes(json.dumps(list(overrides)).encode())[:8]}"
-
-
-def notebook_html(executed: Path) -> bytes:
-    """An executed notebook rendered as HTML (nbconvert), which the MLflow UI can preview: rageval's
-    template (``workflows/templates/rageval``), JupyterLab's look with its CSS inlined, so the page is
-    styled offline, and no scripts (the stock templates load require.js and MathJax from a CDN, which
-    an offline viewer cannot reach and an artifact page should not run); figures inline."""
-    import nbformat
-
-    resources = {"metadata": {"name": executed.stem}}
-    with _HTML_LOCK:  # one exporter, its templates compiled once per process; not made for threads
-        page, _ = _html_exporter().from_notebook_node(nbformat.read(executed, as_version=4), resources=resources)
-    return page.encode()
-
-
-_HTML_LOCK = threading.Lock()
-
-
-@functools.cache
-def _html_exporter() -> Any:
-    from nbconvert import HTMLExporter
-
-    return HTMLExporter(template_name="rageval", extra_template_basedirs=[str(Path(__file__).parent / "templates")])
-
-
-def warm_imports() -> None:
-    """What this process needs once the kernel hands its result back (matplotlib, for the figures)
-    and once the notebook has run (nbconvert, for the HTML): imported while it waits on the kernel."""
-    import matplotlib.figure  # noqa: F401
-    import nbconvert  # noqa: F401
-
-
-def warm_html() -> None:
-    """The HTML exporter's templates compiled ahead of the notebook's end."""
-    import nbformat
-
-    with _HTML_LOCK:
-        _html_exporter().from_notebook_node(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")]))
 
 
 def run_tags(
@@ -168,200 +131,159 @@ def cases_frame(benchmark: Benchmark, split: str) -> pd.DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """One configuration to run through one notebook into a sealed run: what every entry point
+    (``rageval run``, a sweep member in a thread or on a Dask worker, the papermill door, the demo,
+    ``rageval reproduce``) hands to :func:`execute_run`. Plain values, picklable to a worker.
+
+    ``run_name`` defaults to :func:`config_label` ``@split``; ``label``, the configuration's own name
+    (tag ``rageval.config.label``), to :func:`config_label` (a sweep gives its member's); ``tags`` are
+    added to the run's own (a sweep's parent link); ``family`` names the configuration family release
+    evaluations are counted in (default: the config's name); ``notebook`` defaults to the project's
+    evaluation notebook, ``notebook_parameters`` are its extra parameters."""
+
+    config_file: Path
+    overrides: tuple[str, ...] = ()
+    benchmark: Path | None = None
+    split: str | None = None
+    experiment: str | None = None
+    notebook: Path = field(default_factory=default_notebook)
+    notebook_parameters: Mapping[str, Any] = field(default_factory=dict)
+    timeout: int | None = None
+    run_name: str | None = None
+    label: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    family: str | None = None
+
+    def __post_init__(self) -> None:
+        # Callers hand lists and strings; the request holds one type for each.
+        object.__setattr__(self, "config_file", Path(self.config_file))
+        object.__setattr__(self, "overrides", tuple(self.overrides))
+        object.__setattr__(self, "notebook", Path(self.notebook))
+        if self.benchmark is not None:
+            object.__setattr__(self, "benchmark", Path(self.benchmark))
+
+
 def execute_run(
-    config_file: str | Path,
-    *,
-    overrides: Sequence[str] = (),
-    benchmark: str | Path | None = None,
-    split: str | None = None,
+    request: RunRequest,
     tracker: Tracker,
-    experiment: str | None = None,
-    notebook: str | Path | None = None,
-    notebook_parameters: Mapping[str, Any] | None = None,
-    timeout: int | None = None,
-    run_name: str | None = None,
-    label: str | None = None,
-    tags: Mapping[str, str] | None = None,
-    family: str | None = None,
+    *,
     cancel: threading.Event | None = None,
     reporter: Reporter | None = None,
     warn: Callable[[str], None] | None = None,
     kernel: WarmKernel | None = None,
     notebook_slot: NotebookSlot | None = None,
 ) -> RunOutcome:
-    """Run one configuration through the evaluation notebook and seal the MLflow run.
+    """Run ``request`` through its notebook and seal the MLflow run.
 
-    ``run_name`` defaults to :func:`config_label` ``@split`` (numbered when repeated); ``label``,
-    the configuration's own name (tag ``rageval.config.label``), to :func:`config_label` (a sweep
-    passes its member's). ``tags`` are added to the run's own (a sweep's parent link); ``family`` names the
-    configuration family release evaluations are counted in (default: the config's name). When
-    ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
+    When ``cancel`` is set while the notebook runs (a sweep was interrupted), the run ends KILLED.
     ``reporter`` receives the steps as they go, the notebook kernel's among them; ``warn``, the
-    warnings before the run exists: the configuration's (a measure cut off past ``final_k``) and that of a
-    checkout with uncommitted changes (naming the files). ``kernel``: a warm kernel for the notebook
-    (:mod:`rageval.workflows.kernels`), which this call closes; without one a kernel is started here,
-    to come up while the checks run. ``notebook_slot``: this member's turn at a sweep's places to
-    run a notebook (:class:`NotebookSlots`).
+    warnings before the run exists: the configuration's (a measure cut off past ``final_k``) and that
+    of a checkout with uncommitted changes (naming the files). ``kernel``: a warm kernel for the
+    notebook (:mod:`rageval.workflows.kernels`), which this call closes; without one a kernel is
+    started here, to come up while the checks run. ``notebook_slot``: this member's turn at a
+    sweep's places to run a notebook (:class:`~rageval.workflows.slots.NotebookSlots`).
     """
-    notebook = Path(notebook) if notebook else default_notebook()
-    kernel = kernel or WarmKernel(notebook.parent)
+    kernel = kernel or WarmKernel(request.notebook.parent)
     slot = notebook_slot or NotebookSlot()
+    reporter = reporter or SILENT
     try:
-        return _execute_run(
-            Path(config_file),
-            overrides=overrides,
-            benchmark=benchmark,
-            split=split,
-            tracker=tracker,
-            experiment=experiment,
-            notebook=notebook,
-            notebook_parameters=notebook_parameters,
-            timeout=timeout,
-            run_name=run_name,
-            label=label,
-            tags=tags,
-            family=family,
-            cancel=cancel,
-            reporter=reporter or SILENT,
-            warn=warn,
-            kernel=kernel,
-            slot=slot,
-        )
+        started = time.perf_counter()
+        reporter.step("checks")
+        prepared = prepare_run(request, warn)
+        if not slot.acquire(cancel) or (cancel is not None and cancel.is_set()):  # interrupted while waiting
+            raise InterruptedError("the sweep was interrupted before this member's run was created")
+        reporter.step("create run")
+        reaped = tuple(tracker.reap())
+        run_id = create_run(prepared, tracker)
+        created = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="rageval-run-") as tmp:
+            executed, early = _run_notebook(prepared, tracker, run_id, Path(tmp), cancel, reporter, kernel, slot)
+            executed_at = time.perf_counter()
+            timings = {"prepare": created - started, "notebook": executed_at - created}
+            digest, timings, result = _attach_and_seal(prepared, tracker, run_id, executed, early, timings, reporter)
     finally:
         slot.release()
         kernel.close()
+    timings["seal"] = time.perf_counter() - executed_at
+    reporter.end()
+    info = tracker.run(run_id)
+    return RunOutcome(run_id, prepared.experiment, digest, info.metrics, prepared.measures, timings, reaped, result)
 
 
-class NotebookSlots:
-    """A sweep's ``workers`` places to run a notebook, granted in the members' order (ticket 0, 1,
-    …): a member holds one from creating its run until its notebook has ended, so the next member
-    does its checks meanwhile and waits, and a member's logging, HTML render and seal overlap the
-    next member's notebook. No run is created while waiting."""
+@dataclass(frozen=True)
+class PreparedRun:
+    """A request checked and resolved, before its run exists."""
 
-    def __init__(self, workers: int) -> None:
-        self._free, self._next = workers, 0
-        self._skipped: set[int] = set()
-        self._cond = threading.Condition()
+    request: RunRequest
+    config: RunConfig
+    config_yaml: str
+    benchmark: Benchmark
+    declared: dict[str, Any]  # the notebook's parameters cell
+    overrides: list[str]  # as recorded: the request's, and a benchmark or split given apart
+    experiment: str
+    label: str
+    tags: dict[str, str]
+    source: Origin
 
-    def acquire(self, ticket: int, cancel: threading.Event | None) -> bool:
-        """Wait for ``ticket``'s turn and a free place; False if ``cancel`` is set meanwhile."""
-        with self._cond:
-            while not (self._free > 0 and self._next == ticket):
-                if cancel is not None and cancel.is_set():
-                    return False
-                self._cond.wait(0.2)
-            self._free -= 1
-            self._advance()
-            return True
-
-    def skip(self, ticket: int) -> None:
-        """``ticket`` will never acquire (its member failed before): the next ones go on."""
-        with self._cond:
-            self._skipped.add(ticket)
-            if self._next == ticket:
-                self._next -= 1
-                self._advance()
-            self._cond.notify_all()
-
-    def release(self) -> None:
-        with self._cond:
-            self._free += 1
-            self._cond.notify_all()
-
-    def _advance(self) -> None:
-        self._next += 1
-        while self._next in self._skipped:
-            self._next += 1
+    @property
+    def measures(self) -> dict[str, str]:
+        """MLflow key → measure string."""
+        return {m.key: m.text for m in parse_measures(self.config.evaluation.measures)}
 
 
-class NotebookSlot:
-    """One member's ticket for :class:`NotebookSlots`; without them (``rageval run``) it does nothing.
-    :meth:`release` is idempotent: released (or skipped) once, whichever way the run ends."""
-
-    def __init__(self, slots: NotebookSlots | None = None, ticket: int = 0) -> None:
-        self._slots, self._ticket = slots, ticket
-        self._state = "waiting"  # then "held", then "done"
-        self._lock = threading.Lock()
-
-    def acquire(self, cancel: threading.Event | None = None) -> bool:
-        if self._slots is None:
-            return True
-        granted = self._slots.acquire(self._ticket, cancel)
-        with self._lock:
-            self._state = "held" if granted else self._state
-        return granted
-
-    def release(self) -> None:
-        if self._slots is None:
-            return
-        with self._lock:
-            state, self._state = self._state, "done"
-        if state == "held":
-            self._slots.release()
-        elif state == "waiting":
-            self._slots.skip(self._ticket)
-
-
-def _execute_run(
-    config_file: Path,
-    *,
-    overrides: Sequence[str],
-    benchmark: str | Path | None,
-    split: str | None,
-    tracker: Tracker,
-    experiment: str | None,
-    notebook: Path,
-    notebook_parameters: Mapping[str, Any] | None,
-    timeout: int | None,
-    run_name: str | None,
-    label: str | None,
-    tags: Mapping[str, str] | None,
-    family: str | None,
-    cancel: threading.Event | None,
-    reporter: Reporter,
-    warn: Callable[[str], None] | None,
-    kernel: WarmKernel,
-    slot: NotebookSlot,
-) -> RunOutcome:
-    started = time.perf_counter()
-    reporter.step("checks")
-    config = load_config(config_file, overrides, benchmark=benchmark, split=split, warn=warn)
-    extra = dict(notebook_parameters or {})
-    declared = check_parameters(notebook, extra, required=RUN_PARAMETERS)
-    if extra.get("record"):  # the papermill door's switch (rageval.workflows.door): this run records already
+def prepare_run(request: RunRequest, warn: Callable[[str], None] | None = None) -> PreparedRun:
+    """Everything that can be checked, checked before a run exists: the configuration and its
+    overrides, the notebook's parameters, the benchmark and the split."""
+    config = load_config(
+        request.config_file, request.overrides, benchmark=request.benchmark, split=request.split, warn=warn
+    )
+    declared = check_parameters(request.notebook, dict(request.notebook_parameters), required=RUN_PARAMETERS)
+    if request.notebook_parameters.get("record"):  # the papermill door's switch (rageval.workflows.door)
         raise ParameterError(
             Problem(
-                file=str(notebook), field="record", message="rageval run records the run itself", fix="leave it out"
+                file=str(request.notebook),
+                field="record",
+                message="rageval run records the run itself",
+                fix="leave it out",
             )
         )
     bench = load_benchmark(config.benchmark)
     bench.cases_for(config.split)  # an undeclared split fails here, before a run exists
-
-    recorded_overrides = [*overrides]
-    if benchmark is not None:
-        recorded_overrides.append(f"benchmark={config.benchmark}")
-    if split is not None:
-        recorded_overrides.append(f"split={split}")
-    experiment = experiment or bench.spec.name
-    config_yaml = dump_config(config)
-    label = label or config_label(config.name, recorded_overrides)
-    source = origin(config_file, config)  # read once: tags, warning and patch
+    overrides = [*request.overrides]
+    if request.benchmark is not None:
+        overrides.append(f"benchmark={config.benchmark}")
+    if request.split is not None:
+        overrides.append(f"split={request.split}")
+    label = request.label or config_label(config.name, overrides)
+    source = origin(request.config_file, config)  # read once: tags, warning and patch
     if warn is not None and source.warning:
         warn(source.warning)
-    all_tags = {**run_tags(config, bench, config_file, family, source), "rageval.config.label": label, **(tags or {})}
-    if not slot.acquire(cancel) or (cancel is not None and cancel.is_set()):  # interrupted while waiting
-        raise InterruptedError("the sweep was interrupted before this member's run was created")
-    reporter.step("create run")
-    reaped = tuple(tracker.reap())
+    tags = {
+        **run_tags(config, bench, request.config_file, request.family, source),
+        "rageval.config.label": label,
+        **request.tags,
+    }
+    experiment = request.experiment or bench.spec.name
+    return PreparedRun(
+        request, config, dump_config(config), bench, declared, overrides, experiment, label, tags, source
+    )
+
+
+def create_run(prepared: PreparedRun, tracker: Tracker) -> str:
+    """The run, with its configuration, environment, patch and cases; on the release split counted
+    as a release evaluation of its family."""
+    config, bench = prepared.config, prepared.benchmark
     run_id = tracker.create_run(
-        experiment,
-        run_name or f"{label}@{config.split}",
-        params=run_params(config, recorded_overrides),
-        tags=all_tags,
+        prepared.experiment,
+        prepared.request.run_name or f"{prepared.label}@{config.split}",
+        params=run_params(config, prepared.overrides),
+        tags=prepared.tags,
         files={
-            "config.yaml": config_yaml.encode(),
+            "config.yaml": prepared.config_yaml.encode(),
             "environment.txt": environment().encode(),
-            **({"git/diff.patch": source.diff()} if source.files else {}),
+            **({"git/diff.patch": prepared.source.diff()} if prepared.source.files else {}),
         },
         dataset=cases_frame(bench, config.split),
         dataset_name=f"{bench.spec.name}-{bench.spec.version}-{config.split}",
@@ -371,139 +293,100 @@ def _execute_run(
     )
     if config.split == RELEASE_SPLIT:
         try:
-            record_release_evaluation(tracker, run_id, bench, family or config.name)
+            record_release_evaluation(tracker, run_id, bench, prepared.request.family or config.name)
         except Exception as exc:
             tracker.fail(run_id, f"counting the release evaluation failed: {type(exc).__name__}: {exc}")
             raise
-    prepared = time.perf_counter()
-
-    with tempfile.TemporaryDirectory(prefix="rageval-run-") as tmp:
-        executed = Path(tmp) / notebook.name
-        parameters = {**extra, "config_yaml": config_yaml, "run_id": run_id, "tracking_uri": tracker.uri}
-        # A notebook that can hand its result back (notebooks/evaluate.ipynb) leaves the logging to
-        # this process, whose store is open already: the kernel then never imports mlflow nor opens
-        # the store (about 3 s of a run). A notebook without `handoff` logs into run_id itself.
-        handoff = Path(tmp) / "result.pickle"
-        if "handoff" in declared:
-            parameters["handoff"] = str(handoff)
-        result: ExperimentResult | None = None
-        early = EarlyLog(handoff, lambda handed: tracker.log_result(run_id, handed), warm=(warm_imports, warm_html))
-        try:
-            if cancel is not None and cancel.is_set():
-                raise InterruptedError("the sweep was interrupted before this run's notebook started")
-            reporter.step("kernel start")
-            with channel(_kernel_events(reporter) if reporter.enabled else None, kernel.channel):
-                execute_notebook(notebook, executed, parameters, timeout=timeout, kernel=kernel)
-        except BaseException as exc:  # a cell error, a timeout, or Ctrl-C: the run ends FAILED (KILLED when cancelled)
-            early.abandon()  # its logging, if begun, ends before the run's status is written
-            message, fields = failure(exc)
-            partial = executed if executed.exists() else None
-            killed = cancel is not None and cancel.is_set()
-            if killed:
-                tracker.kill(run_id, f"interrupted: {message}", partial)
-            else:
-                tracker.fail(run_id, message, partial, details=str(exc))
-            if isinstance(exc, Exception):
-                status = "KILLED" if killed else "FAILED"
-                raise NotebookExecutionError(f"run {run_id} {status}: {message}", run_id=run_id, **fields) from exc
-            raise
-        finally:
-            slot.release()  # the notebook has ended: the next member's may start
-        executed_at = time.perf_counter()
-        try:
-            if "handoff" in declared:
-                reporter.step("logging")
-                result = early.finish()
-            else:
-                early.abandon()
-            reporter.step("attach notebook")
-            timings = notebook_timings(executed)
-            tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
-            tracker.log_bytes(run_id, f"notebook/{Path(notebook.name).with_suffix('.html')}", notebook_html(executed))
-            timings["prepare"] = prepared - started
-            timings["notebook"] = executed_at - prepared
-            tracker.log_tables(
-                run_id, {"run_timings": pd.DataFrame({"step": list(timings), "seconds": list(timings.values())})}
-            )
-            tracker.log_metrics(run_id, {RUN_TIME_METRIC: timings["prepare"] + timings["notebook"]})
-            info = tracker.run(run_id)
-            measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
-            headline = {text: info.metrics[key] for key, text in measures.items() if key in info.metrics}
-            tracker.set_tags(run_id, {NOTE_TAG: evaluation_note(info.tags, headline)})
-            reporter.step("seal")
-            digest = tracker.seal(run_id)
-        except Exception as exc:
-            tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
-            raise
-    timings["seal"] = time.perf_counter() - executed_at
-    reporter.end()
-    info = tracker.run(run_id)
-    measures = {m.key: m.text for m in parse_measures(config.evaluation.measures)}
-    return RunOutcome(run_id, experiment, digest, info.metrics, measures, timings, reaped, result)
+    return run_id
 
 
-class EarlyLog:
-    """Logs the result a notebook hands back (``handoff``) as soon as the kernel has written it,
-    while the notebook still draws its displays: this process would otherwise wait for the kernel,
-    then log. The file is our own, written by the kernel we started in a folder only we know, and
-    renamed into place whole (:func:`rageval.workflows.door.evaluate`). ``warm``: what to do on
-    the same thread before the result comes, and after it is logged (imports, the HTML templates)."""
-
-    def __init__(
-        self,
-        handoff: Path,
-        log: Callable[[ExperimentResult], None],
-        interval: float = 0.02,
-        warm: tuple[Callable[[], None], Callable[[], None]] | None = None,
-    ) -> None:
-        self._handoff, self._log, self._interval = handoff, log, interval
-        self._warm = warm or (_nothing, _nothing)
-        self._stop = threading.Event()
-        self._result: ExperimentResult | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._watch, name="rageval-early-log", daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        # All on this one thread (two threads importing one package can deadlock): what logging
-        # needs, while the kernel starts; the result once handed back; then what comes after.
-        _head_start(self._warm[0])
-        try:
-            while not self._handoff.is_file():
-                if self._stop.wait(self._interval) and not self._handoff.is_file():
-                    return  # the notebook ended without handing a result back
-            try:
-                self._result = pickle.loads(self._handoff.read_bytes())
-                self._log(self._result)
-            except BaseException as exc:  # noqa: BLE001 - raised by finish(), in the run's own thread
-                self._error = exc
-        finally:
-            _head_start(self._warm[1])
-
-    def finish(self) -> ExperimentResult | None:
-        """Once the notebook has ended: the logged result (None if none was handed back); raises
-        what logging raised."""
-        self._stop.set()
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
-
-    def abandon(self) -> None:
-        """The notebook failed, or hands nothing back: stop watching, and wait for logging begun."""
-        self._stop.set()
-        self._thread.join()
-
-
-def _nothing() -> None:
-    pass
-
-
-def _head_start(step: Callable[[], None]) -> None:
+def _run_notebook(
+    prepared: PreparedRun,
+    tracker: Tracker,
+    run_id: str,
+    tmp: Path,
+    cancel: threading.Event | None,
+    reporter: Reporter,
+    kernel: WarmKernel,
+    slot: NotebookSlot,
+) -> tuple[Path, EarlyLog]:
+    """The notebook executed into ``tmp``; a cell error, a timeout or Ctrl-C ends the run FAILED
+    (KILLED when cancelled) and raises."""
+    notebook = prepared.request.notebook
+    executed = tmp / notebook.name
+    parameters = {
+        **prepared.request.notebook_parameters,
+        "config_yaml": prepared.config_yaml,
+        "run_id": run_id,
+        "tracking_uri": tracker.uri,
+    }
+    # A notebook that can hand its result back (notebooks/evaluate.ipynb) leaves the logging to
+    # this process, whose store is open already: the kernel then never imports mlflow nor opens
+    # the store (about 3 s of a run). A notebook without `handoff` logs into run_id itself.
+    handoff = tmp / "result.pickle"
+    if "handoff" in prepared.declared:
+        parameters["handoff"] = str(handoff)
+    early = EarlyLog(handoff, lambda handed: tracker.log_result(run_id, handed), warm=(warm_imports, warm_html))
     try:
-        step()
-    except Exception:  # noqa: BLE001, S110 - only a head start; the real step reports any error
-        pass
+        if cancel is not None and cancel.is_set():
+            raise InterruptedError("the sweep was interrupted before this run's notebook started")
+        reporter.step("kernel start")
+        with channel(_kernel_events(reporter) if reporter.enabled else None, kernel.channel):
+            execute_notebook(notebook, executed, parameters, timeout=prepared.request.timeout, kernel=kernel)
+    except BaseException as exc:
+        early.abandon()  # its logging, if begun, ends before the run's status is written
+        message, fields = failure(exc)
+        partial = executed if executed.exists() else None
+        killed = cancel is not None and cancel.is_set()
+        if killed:
+            tracker.kill(run_id, f"interrupted: {message}", partial)
+        else:
+            tracker.fail(run_id, message, partial, details=str(exc))
+        if isinstance(exc, Exception):
+            status = "KILLED" if killed else "FAILED"
+            raise NotebookExecutionError(f"run {run_id} {status}: {message}", run_id=run_id, **fields) from exc
+        raise
+    finally:
+        slot.release()  # the notebook has ended: the next member's may start
+    return executed, early
+
+
+def _attach_and_seal(
+    prepared: PreparedRun,
+    tracker: Tracker,
+    run_id: str,
+    executed: Path,
+    early: EarlyLog,
+    timings: dict[str, float],
+    reporter: Reporter,
+) -> tuple[str, dict[str, float], ExperimentResult | None]:
+    """The handed-back result logged, the executed notebook and its HTML attached, the timings and
+    note written, and the run sealed: the manifest's sha256, every step's seconds, and the result
+    (None for a notebook that logged itself). Any failure ends the run FAILED."""
+    notebook = prepared.request.notebook
+    try:
+        result = None
+        if "handoff" in prepared.declared:
+            reporter.step("logging")
+            result = early.finish()
+        else:
+            early.abandon()
+        reporter.step("attach notebook")
+        tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
+        tracker.log_bytes(run_id, f"notebook/{Path(notebook.name).with_suffix('.html')}", notebook_html(executed))
+        steps = {**notebook_timings(executed), **timings}
+        tracker.log_tables(
+            run_id, {"run_timings": pd.DataFrame({"step": list(steps), "seconds": list(steps.values())})}
+        )
+        tracker.log_metrics(run_id, {RUN_TIME_METRIC: timings["prepare"] + timings["notebook"]})
+        info = tracker.run(run_id)
+        headline = {text: info.metrics[key] for key, text in prepared.measures.items() if key in info.metrics}
+        tracker.set_tags(run_id, {NOTE_TAG: evaluation_note(info.tags, headline)})
+        reporter.step("seal")
+        return tracker.seal(run_id), steps, result
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
 
 
 def _kernel_events(reporter: Reporter) -> Callable[[Event], None]:

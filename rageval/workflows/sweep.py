@@ -39,7 +39,8 @@ from rageval.workflows.kernels import PRELOAD, KernelPool
 from rageval.workflows.members import MemberJob, MemberResult, progress_kind, stop_kernels
 from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
-from rageval.workflows.run import RUN_PARAMETERS, NotebookSlot, NotebookSlots
+from rageval.workflows.run import RUN_PARAMETERS
+from rageval.workflows.slots import NotebookSlot, NotebookSlots
 
 # --------------------------------------------------------------------------- progress
 
