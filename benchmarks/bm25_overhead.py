@@ -18,7 +18,7 @@ import bm25s
 import Stemmer
 
 from rageval.benchmark.chunking import chunk_corpus
-from rageval.benchmark.importers import import_beir
+from rageval.benchmark.beir import import_beir
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import load_config
 from rageval.retrieval import BM25Stage, Corpus, Query

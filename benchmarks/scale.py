@@ -133,7 +133,7 @@ def write_beir(folder: Path, size: int, n_queries: int, datasets: Path) -> None:
 
 def prepare(workdir: Path, size: int, n_queries: int, datasets: Path) -> Path:
     """The rageval benchmark folder for ``size`` (built once per workdir)."""
-    from rageval.benchmark.importers import import_beir
+    from rageval.benchmark.beir import import_beir
 
     bench = workdir / f"bench-{size}-{n_queries}"
     if not (bench / "benchmark.yaml").exists():

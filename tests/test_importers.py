@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from conftest import shared
 
-from rageval.benchmark.importers import import_beir, import_trec, release_split
+from rageval.benchmark.beir import import_beir
+from rageval.benchmark.importers import import_trec, release_split
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.trec import read_qrels, read_qrels_and_run, read_run, read_topics, write_qrels, write_run
 from rageval.errors import BenchmarkError, InputError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, shared
 
-from rageval.benchmark.importers import import_beir
+from rageval.benchmark.beir import import_beir
 from rageval.config.load import load_config
 from rageval.experiment.run import run_experiment
 

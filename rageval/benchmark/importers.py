@@ -1,29 +1,28 @@
-"""Import real collections into rageval's benchmark format: BEIR folders and TREC files."""
+"""Import TREC collections into rageval's benchmark format, and what every importer shares (the
+benchmark spec, grade mapping, cases); BEIR folders are :mod:`rageval.benchmark.beir`."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import Field, StrictStr, ValidationError
 
 from rageval.benchmark.loading import write_benchmark
-from rageval.benchmark.schema import DEFAULT_RUBRIC, IMPORT_SPLITS, RELEASE_SPLIT, Case, Document, Judgment
-from rageval.benchmark.trec import read_qrels, read_topics, whole_number
+from rageval.benchmark.schema import DEFAULT_RUBRIC, RELEASE_SPLIT, Case, Document, Judgment
+from rageval.benchmark.trec import read_qrels, read_topics
 from rageval.errors import BenchmarkError, InputError, Problem
 from rageval.hashing import sha256_file
-from rageval.io import file_problem, read_jsonl, read_lines, read_text
+from rageval.io import read_jsonl, read_text
 from rageval.progress import SILENT, Reporter
 from rageval.validation import Slug, Strict, problems_from_validation, shorten, valid_rows
 
-Record = TypeVar("Record", bound="BeirRecord")
 
-
-def _spec(name: str, version: str, corpus_version: str, splits: list[str], description: str) -> dict[str, Any]:
+def benchmark_spec(name: str, version: str, corpus_version: str, splits: list[str], description: str) -> dict[str, Any]:
     return {
         "name": name,
         "version": version,
@@ -35,7 +34,7 @@ def _spec(name: str, version: str, corpus_version: str, splits: list[str], descr
     }
 
 
-def _map_grade(grade: int, grade_map: Mapping[int, int], file: str, line: int | None) -> Problem | None:
+def map_grade(grade: int, grade_map: Mapping[int, int], file: str, line: int | None) -> Problem | None:
     """The problem of a grade that maps outside the 0–3 rubric, or None."""
     mapped = grade_map.get(grade, grade)
     if mapped in DEFAULT_RUBRIC:
@@ -49,7 +48,7 @@ def _map_grade(grade: int, grade_map: Mapping[int, int], file: str, line: int | 
     )
 
 
-def _build_cases(
+def build_cases(
     queries: Mapping[str, str],
     judged: Mapping[str, tuple[str, dict[str, int]]],
     corpus_version: str,
@@ -93,243 +92,6 @@ def _build_cases(
 
 def _natural(key: str) -> tuple[int, str]:
     return (int(key), "") if key.isdigit() else (1 << 62, key)
-
-
-# --------------------------------------------------------------------------- BEIR
-
-
-class BeirRecord(Strict):
-    id: Slug = Field(alias="_id")
-
-
-class BeirDocument(BeirRecord):
-    """One line of a BEIR ``corpus.jsonl``."""
-
-    title: StrictStr
-    text: StrictStr
-    metadata: dict[StrictStr, Any] = Field(default_factory=dict)
-
-
-class BeirQuery(BeirRecord):
-    """One line of a BEIR ``queries.jsonl``."""
-
-    text: StrictStr
-    metadata: dict[StrictStr, Any] = Field(default_factory=dict)
-
-
-ID_FIX = 'IDs are JSON strings: quote it, e.g. "_id": "12"'
-
-
-def _beir_rows(
-    path: Path, model: type[Record], problems: list[Problem], reporter: Reporter = SILENT, what: str = "records"
-) -> list[tuple[int, Record]]:
-    """The valid records of a BEIR JSON-lines file; each bad line (and a repeated ``_id``) is a problem."""
-    reporter.step(f"read {path.name}")
-    rows, read_problems = read_jsonl(path)
-    problems.extend(read_problems)
-    reporter.step(f"check {what}")
-    out: list[tuple[int, Record]] = []
-    seen: dict[str, int] = {}
-    for number, value in reporter.bar(rows, desc=what):
-        try:
-            record = model.model_validate(value)
-        except ValidationError as exc:
-            for problem in problems_from_validation(exc, file=str(path), line=number, model=model):
-                retyped = problem.field == "_id" and problem.message != "missing required key"
-                problems.append(replace(problem, fix=ID_FIX) if retyped else problem)
-            continue
-        key = record.id
-        if key in seen:
-            problems.append(
-                Problem(
-                    file=str(path),
-                    line=number,
-                    field="_id",
-                    message=f"_id '{shorten(key)}' repeats (first on line {seen[key]})",
-                    fix="IDs must be unique",
-                )
-            )
-            continue
-        seen[key] = number
-        out.append((number, record))
-    if not out and not problems:
-        problems.append(Problem(file=str(path), message="no records in the file", fix="give a BEIR JSON-lines file"))
-    return out
-
-
-def _beir_qrels(
-    path: Path,
-    split: str,
-    grade_map: Mapping[int, int],
-    judged: dict[str, tuple[str, dict[str, int]]],
-    problems: list[Problem],
-    reporter: Reporter = SILENT,
-) -> None:
-    """Read ``qrels/<split>.tsv`` (``query-id<TAB>corpus-id<TAB>score``, header optional) into ``judged``."""
-    reporter.step(f"read qrels/{path.name}")
-    file = str(path)
-    lines: dict[tuple[str, str], int] = {}
-    count = 0
-    header = True
-    for number, line in reporter.bar(read_lines(path, problems), desc="lines"):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if header and parts[0] == "query-id":
-            header = False
-            continue
-        header = False
-        if len(parts) != 3:
-            problems.append(
-                Problem(
-                    file=file,
-                    line=number,
-                    message=f"expected query-id, corpus-id, score separated by tabs, found {len(parts)} field(s)",
-                    fix="write three tab-separated fields per line",
-                )
-            )
-            continue
-        qid, did, score = (part.strip() for part in parts)
-        grade = whole_number(score)
-        if grade is None:
-            problems.append(
-                Problem(
-                    file=file,
-                    line=number,
-                    field="score",
-                    message=f"score {score[:40]!r} is not an integer",
-                    fix="BEIR scores are whole-number grades, e.g. 0, 1, 2",
-                )
-            )
-            continue
-        wrong = _map_grade(grade, grade_map, file, number)
-        if wrong is not None:
-            problems.append(wrong)
-            continue
-        mapped = grade_map.get(grade, grade)
-        if qid in judged and judged[qid][0] != split:
-            problems.append(
-                Problem(
-                    file=file,
-                    line=number,
-                    field="query-id",
-                    message=f"query '{shorten(qid)}' is judged in two splits ({judged[qid][0]} and {split})",
-                    fix="map each query's qrels to one benchmark split",
-                )
-            )
-            continue
-        grades = judged.setdefault(qid, (split, {}))[1]
-        if did in grades and grades[did] != mapped:
-            where = f"line {lines[qid, did]}" if (qid, did) in lines else "another qrels file"
-            problems.append(
-                Problem(
-                    file=file,
-                    line=number,
-                    field="score",
-                    message=f"query '{shorten(qid)}' judges document '{shorten(did)}' {grades[did]} on {where} and {mapped} here",
-                    fix="keep one grade per query and document",
-                )
-            )
-            continue
-        lines.setdefault((qid, did), number)
-        grades[did] = mapped
-        count += 1
-    if count == 0 and not problems:
-        problems.append(Problem(file=file, message="no judgments in the file", fix="give a qrels split with judgments"))
-
-
-def import_beir(
-    source: str | Path,
-    out: str | Path,
-    *,
-    name: str,
-    version: str,
-    splits: Mapping[str, str],
-    corpus_version: str | None = None,
-    grade_map: Mapping[int, int] | None = None,
-    extra_splits: Sequence[str] = (),
-    reporter: Reporter = SILENT,
-) -> Path:
-    """Import a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
-
-    ``splits`` maps a BEIR qrels split to a benchmark split, e.g. ``{"train": "dev", "test": "release"}``.
-    A benchmark split is ``dev`` or ``release`` unless named in ``extra_splits`` (a split nothing else
-    of rageval knows is declared on purpose, never by a typo). Only judged queries become cases; a
-    query judged in two mapped splits, a document judged twice with different grades, a record
-    without its ``text`` and an ``_id`` that is not a string are errors. ``reporter`` gets the
-    steps (reading, checking, writing) and a bar over each file's records.
-    """
-    source = Path(source)
-    grade_map = dict(grade_map or {})
-    problems: list[Problem] = []
-    if not source.is_dir():
-        raise BenchmarkError(
-            file_problem(source)
-            or Problem(file=str(source), message="is a file, not a folder", fix="give a BEIR folder")
-        )
-    available = _available(source)
-    for beir_split, split in splits.items():
-        if beir_split not in available:
-            problems.append(
-                Problem(
-                    file=str(source / "qrels" / f"{beir_split}.tsv"),
-                    field="--split",
-                    message=f"qrels split '{beir_split}' not found",
-                    fix=f"available: {', '.join(available) or 'none'}",
-                )
-            )
-        if split not in (*IMPORT_SPLITS, *extra_splits):
-            problems.append(
-                Problem(
-                    file="--split",
-                    field=f"{beir_split}={split}",
-                    message=f"'{shorten(split)}' is not a benchmark split rageval knows ({', '.join(IMPORT_SPLITS)})",
-                    fix="map each BEIR split to dev or release, e.g. --split train=dev --split test=release "
-                    "(declare another split name explicitly if you mean it)",
-                )
-            )
-    if not splits:
-        problems.append(Problem(file="--split", message="no split to import", fix="e.g. --split test=release"))
-    if problems:
-        raise BenchmarkError(problems)
-    corpus_file = source / "corpus.jsonl"
-    documents = [
-        Document(id=d.id, title=d.title, text=d.text, metadata=d.metadata)
-        for _, d in _beir_rows(corpus_file, BeirDocument, problems, reporter, "documents")
-    ]
-    queries_file = source / "queries.jsonl"
-    queries = {q.id: (line, q.text) for line, q in _beir_rows(queries_file, BeirQuery, problems, reporter, "queries")}
-    judged: dict[str, tuple[str, dict[str, int]]] = {}
-    for beir_split, split in splits.items():
-        _beir_qrels(source / "qrels" / f"{beir_split}.tsv", split, grade_map, judged, problems, reporter)
-    for qid in judged:
-        if qid in queries and not queries[qid][1].strip():
-            problems.append(
-                Problem(
-                    file=str(queries_file),
-                    line=queries[qid][0],
-                    field="text",
-                    message=f"query '{shorten(qid)}' is judged but its text is empty",
-                    fix="write the query's text, or drop its judgments",
-                )
-            )
-    if problems:
-        raise BenchmarkError(problems)
-    reporter.step("build cases")
-    corpus_version = corpus_version or f"{source.name}-{sha256_file(corpus_file)[:12]}"
-    texts = {qid: text for qid, (_, text) in queries.items()}
-    cases = _build_cases(texts, judged, corpus_version, {d.id for d in documents}, str(source / "qrels"))
-    mapping = ", ".join(f"{k}→{v}" for k, v in splits.items())
-    description = f"Imported from BEIR folder {source.name} (qrels splits {mapping})"
-    if grade_map:
-        description += f"; grades mapped {', '.join(f'{k}→{v}' for k, v in sorted(grade_map.items()))}"
-    spec = _spec(name, version, corpus_version, list(dict.fromkeys(splits.values())), description)
-    reporter.step("write benchmark")
-    return write_benchmark(out, spec, documents, cases)
-
-
-def _available(source: Path) -> list[str]:
-    return sorted(p.stem for p in (source / "qrels").glob("*.tsv") if p.is_file())
 
 
 # --------------------------------------------------------------------------- TREC
@@ -491,15 +253,15 @@ def import_trec(
     for qid, grades in judgments.items():
         split = RELEASE_SPLIT if release_split(qid, release_fraction) else "dev"
         for grade in set(grades.values()):
-            wrong = _map_grade(grade, grade_map, str(qrels), None)
+            wrong = map_grade(grade, grade_map, str(qrels), None)
             if wrong is not None:
                 problems.append(replace(wrong, message=f"{wrong.message} (query '{shorten(qid)}')"))
         judged[qid] = (split, {d: grade_map.get(g, g) for d, g in grades.items()})
     if problems:
         raise BenchmarkError(problems)
     reporter.step("build cases")
-    cases = _build_cases(texts, judged, corpus_version, {d.id for d in docs}, str(qrels))
+    cases = build_cases(texts, judged, corpus_version, {d.id for d in docs}, str(qrels))
     splits = ["dev", "release"] if release_fraction > 0 else ["dev"]
     description = f"Imported from TREC files {Path(topics).name} ({field}), {Path(qrels).name}, {docs_path.name}"
     reporter.step("write benchmark")
-    return write_benchmark(out, _spec(name, version, corpus_version, splits, description), docs, cases)
+    return write_benchmark(out, benchmark_spec(name, version, corpus_version, splits, description), docs, cases)

@@ -104,7 +104,7 @@ def import_beir(
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import a BEIR-layout collection."""
-    from rageval.benchmark.importers import import_beir as run_import
+    from rageval.benchmark.beir import import_beir as run_import
 
     _imported(
         lambda reporter: run_import(

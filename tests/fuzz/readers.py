@@ -331,7 +331,7 @@ def _import(folder: Path, run: Callable[[Path], Path]) -> Any:
 
 
 def _read_beir(folder: Path) -> Any:
-    from rageval.benchmark.importers import import_beir
+    from rageval.benchmark.beir import import_beir
 
     return _import(
         folder,
