@@ -17,8 +17,8 @@ from pathlib import Path
 import bm25s
 import Stemmer
 
-from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.beir import import_beir
+from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import load_config
 from rageval.retrieval import BM25Stage, Corpus, Query

@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.beir import import_beir
+from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import load_config
 from rageval.evaluation import evaluate

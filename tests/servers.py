@@ -6,7 +6,7 @@ Use the session fixture ``mlflow_server`` (imported by conftest.py, so every tes
         Tracker(mlflow_server.tracking_uri)        # http://127.0.0.1:PORT, artifacts proxied
         mlflow_server.backend_store_uri            # postgresql+psycopg2://…@127.0.0.1:PORT/mlflow
 
-It is a :class:`rageval.workflows.server.TrackingServer`, started on first use (about 10 s) and
+It is a :class:`rageval.execution.server.TrackingServer`, started on first use (about 10 s) and
 stopped, PostgreSQL included, when the session ends. Tests share it, so give each test its own
 experiment name (:func:`fresh_experiment`). Where PostgreSQL's binaries or psycopg2 are absent the
 tests that ask for it are skipped — unless ``RAGEVAL_REQUIRE_SERVICES`` is set (CI sets it), where
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from rageval.errors import TrackingError
-from rageval.workflows.server import TrackingServer, postgres_bindir, require_psycopg2, tracking_server
+from rageval.execution.server import TrackingServer, postgres_bindir, require_psycopg2, tracking_server
 
 REQUIRE = "RAGEVAL_REQUIRE_SERVICES"
 

@@ -14,7 +14,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "rageval"
 
 BASE = frozenset({"errors", "paths", "hashing", "io", "validation", "safety", "lazy", "progress", "retry"})
-PURE = ("benchmark", "retrieval", "evaluation", "config", "experiment", "judging", "analysis")
+PURE = ("benchmark", "retrieval", "evaluation", "config", "experiment", "judging", "analysis", "release")
 # What each top-level part of rageval may import from rageval (besides itself). The arrows follow the
 # data flow: params → config → benchmark + chunks → stages → rankings → measures → sealed run → comparison.
 ALLOWED: dict[str, frozenset[str]] = {
@@ -34,10 +34,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "experiment": BASE | {"benchmark", "retrieval", "evaluation", "config"},
     "judging": BASE | {"benchmark", "evaluation"},
     "analysis": BASE | {"benchmark", "evaluation", "config", "experiment"},
+    "release": BASE | {"benchmark", "evaluation", "config", "experiment", "analysis"},
     "tracking": BASE | {"benchmark", "evaluation", "config", "experiment", "analysis"},
     "testing": BASE | {"benchmark", "retrieval"},
-    "workflows": BASE | set(PURE) | {"tracking"},
-    "cli": BASE | set(PURE) | {"tracking", "workflows"},
+    "execution": BASE | set(PURE) | {"tracking"},
+    "workflows": BASE | set(PURE) | {"tracking", "execution"},
+    "cli": BASE | set(PURE) | {"tracking", "execution", "workflows"},
     "__init__": BASE | set(PURE) | {"tracking", "workflows"},
     "demo": frozenset(),
 }

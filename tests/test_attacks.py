@@ -66,7 +66,7 @@ def layers(scene: dict[str, str], **swap: str) -> dict[str, str]:
 
 
 def real_release(store: str, files: dict[str, Path], runs: dict[str, str]) -> str:
-    from rageval.workflows.release import execute_release
+    from rageval.workflows.release.record import execute_release
 
     return execute_release(runs, files["release"], tracker=Tracker(store), experiment=EXPERIMENT).run_id
 
@@ -305,10 +305,10 @@ def test_item_6_fails_when_the_judgment_notes_cannot_be_seen(store, scene, tmp_p
     import yaml
     from conftest import DEMO
 
-    from rageval.analysis.checklist import EvalRun
     from rageval.benchmark.loading import write_hashes
     from rageval.benchmark.schema import JUDGMENT_NOTES_FILE
-    from rageval.workflows.release import _judgment_notes
+    from rageval.release.checklist import EvalRun
+    from rageval.workflows.release.record import _judgment_notes
 
     artifacts = Tracker(store).run_artifacts(scene["candidate"])
     config = yaml.safe_load(artifacts.config_yaml)
@@ -339,7 +339,7 @@ def test_today_is_recorded_on_the_run_it_moved(store, scene):
 
     from test_release import ROOT
 
-    from rageval.workflows.online import execute_online
+    from rageval.workflows.release.online import execute_online
 
     then = dt.date.today() - dt.timedelta(days=3)
     outcome = execute_online(

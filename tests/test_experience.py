@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from rageval.analysis.release import Pair
+from rageval.release.decision import Pair
 from rageval.tracking.records import UI_MODE, source_tags, ui_link
 from rageval.tracking.store import Tracker
 
@@ -44,7 +44,7 @@ def test_no_module_writes_a_ui_address_of_its_own():
 
 
 def test_a_release_run_links_its_runs_in_model_training_mode(store):
-    from rageval.workflows.release import _links
+    from rageval.workflows.release.record import _links
 
     tracker = Tracker(store)
     runs = [tracker.create_run("experience-links", name, params={}, tags={"rageval.kind": "evaluation"}) for name in "ab"]
@@ -164,7 +164,7 @@ def test_a_warm_kernel_leaves_no_folder_and_no_unawaited_coroutine(tmp_path, mon
     import tempfile
     import warnings
 
-    from rageval.workflows.kernels import WarmKernel
+    from rageval.execution.kernels import WarmKernel
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
@@ -253,8 +253,8 @@ def test_the_html_render_is_styled_offline_and_runs_nothing(tmp_path):
     import nbformat
     import pandas as pd
 
+    from rageval.execution.render import notebook_html
     from rageval.safety import styled
-    from rageval.workflows.render import notebook_html
 
     table = styled(pd.DataFrame({"nDCG@10": [0.5]}, index=["bm25"]))
     nb = nbformat.v4.new_notebook()
@@ -284,7 +284,7 @@ def test_loading_an_encoder_in_a_notebook_kernel_prints_no_tqdm_warning(tmp_path
 
     import nbformat
 
-    from rageval.workflows.notebooks import execute_notebook
+    from rageval.execution.notebooks import execute_notebook
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

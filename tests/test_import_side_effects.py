@@ -108,7 +108,7 @@ def every_module() -> list[str]:
 
 def test_the_walk_finds_every_package_and_module() -> None:
     modules = every_module()
-    assert {"rageval.lazy", "rageval.cli.app", "rageval.tracking.store", "rageval.workflows.preload"} <= set(modules)
+    assert {"rageval.lazy", "rageval.cli.app", "rageval.tracking.store", "rageval.execution.preload"} <= set(modules)
     on_disk = {
         ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         for path in (ROOT / "rageval").rglob("*.py")
@@ -195,7 +195,7 @@ def test_opening_a_store_changes_nothing_mlflow_itself_does_not(tmp_path: Path) 
 
 TUNE = r"""
 import gc, json, os, sys
-from rageval.workflows.preload import tune_process
+from rageval.execution.preload import tune_process
 
 tune_process()
 import jsonschema  # the IRI checks it would import rfc3987_syntax for are left out

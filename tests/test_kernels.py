@@ -14,13 +14,13 @@ import nbformat
 import pytest
 
 from rageval.config.load import dump_config, load_config
+from rageval.execution.forkserver import Forked, ForkServer, available
+from rageval.execution.handoff import EarlyLog
+from rageval.execution.kernels import KernelPool, WarmKernel
+from rageval.execution.notebooks import execute_notebook
+from rageval.execution.preload import PRELOAD
 from rageval.experiment.run import run_experiment
 from rageval.paths import project_root
-from rageval.workflows.forkserver import Forked, ForkServer, available
-from rageval.workflows.handoff import EarlyLog
-from rageval.workflows.kernels import KernelPool, WarmKernel
-from rageval.workflows.notebooks import execute_notebook
-from rageval.workflows.preload import PRELOAD
 
 IPYTHON = ("In", "Out", "get_ipython", "exit", "quit", "open", "os", "sys", "json_dump")
 PROBE = [

@@ -17,7 +17,8 @@ from conftest import DEMO, ROOT
 from scipy import integrate, stats
 from typer.testing import CliRunner
 
-from rageval.analysis.online import (
+from rageval.errors import InputError, PolicyError
+from rageval.release.online import (
     MetricsPolicy,
     analyze,
     confidence_sequence,
@@ -29,8 +30,7 @@ from rageval.analysis.online import (
     load_metrics_policy,
     sample_ratio,
 )
-from rageval.analysis.simulate_online import Simulation, simulate
-from rageval.errors import InputError, PolicyError
+from rageval.release.simulate_online import Simulation, simulate
 
 POLICY = ROOT / "params" / "online" / "policy.yaml"
 METRICS = ROOT / "params" / "online" / "metrics.yaml"
@@ -272,7 +272,7 @@ BETTER = {q: [f"{q}-good", f"{q}-ok", f"{q}-bad", f"{q}-x"] for q in QUERIES}
 
 
 def cohort(baseline=WORSE, candidate=BETTER, **knobs) -> pd.DataFrame:
-    from rageval.analysis.online import OnlineEvent
+    from rageval.release.online import OnlineEvent
 
     records = simulate({"baseline": baseline, "candidate": candidate}, GRADES, HASHES, Simulation(**knobs))
     return events_frame([OnlineEvent.model_validate(r) for r in records])
@@ -284,7 +284,7 @@ def decide(frame: pd.DataFrame, **changes):
 
 
 def result(role: str, direction: str, low: float, high: float, threshold: float = 0.02):
-    from rageval.analysis.online import MetricResult
+    from rageval.release.online import MetricResult
 
     return MetricResult("m", "proportion", "escalation", role, direction, 100, 100, 0.5, 0.5, (low + high) / 2,
                         low, high, 0.5, "z", threshold)  # fmt: skip

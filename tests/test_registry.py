@@ -55,7 +55,7 @@ def runs(reg_store: str, files: dict[str, Path], tmp_path_factory: pytest.TempPa
 
 def release_run(store: str, runs: dict[str, str], files: dict[str, Path], **swap: str) -> str:
     """A release run recorded by `rageval release` from the fixture's evidence (``swap``: layer → key)."""
-    from rageval.workflows.release import execute_release
+    from rageval.workflows.release.record import execute_release
 
     layers = {layer: runs[swap.get(layer, layer)] for layer in ("gate", "review", "shadow", "online")}
     return execute_release(layers, files["release"], tracker=Tracker(store), experiment="registry-tests").run_id
@@ -277,7 +277,7 @@ def test_a_rollback_re_run_whose_service_is_down_says_so(reg_store, tmp_path: Pa
     from rageval.benchmark.loading import load_benchmark
     from rageval.config.load import config_from_yaml
     from rageval.retrieval.cache import Cache
-    from rageval.workflows.registry import _rerun
+    from rageval.workflows.release.registry import _rerun
 
     root = Path(__file__).resolve().parents[1] / "params"
     monkeypatch.setenv("RAGEVAL_SEARCH_TOKEN", "Bearer test-token")

@@ -15,9 +15,9 @@ from test_compare import record_run
 from test_gate import FILTERED
 from typer.testing import CliRunner
 
-from rageval.analysis.release import load_release_policy
-from rageval.analysis.simulate_online import Simulation
 from rageval.errors import PolicyError
+from rageval.release.decision import load_release_policy
+from rageval.release.simulate_online import Simulation
 from rageval.tracking.store import Tracker
 
 POLICY = ROOT / "params" / "release" / "policy.yaml"
@@ -65,9 +65,9 @@ def _as_served(log: Path) -> Path:
 def shadow_run(
     store: str, baseline: str, candidate: str, out: Path, rules: Path, *, served: bool = False, **faults: float
 ) -> str:
-    from rageval.analysis.simulate_shadow import Faults, simulate_shadow, write_log
     from rageval.benchmark.loading import load_benchmark
-    from rageval.workflows.shadow import execute_shadow
+    from rageval.release.simulate_shadow import Faults, simulate_shadow, write_log
+    from rageval.workflows.release.shadow import execute_shadow
 
     tracker = Tracker(store)
     records = simulate_shadow(
@@ -101,7 +101,7 @@ def shadow_run(
 def online_run(
     store: str, baseline: str, candidate: str, out: Path, *, served: bool = False, metrics: Path | None = None, **knobs
 ) -> str:
-    from rageval.workflows.online import execute_online, simulate_log
+    from rageval.workflows.release.online import execute_online, simulate_log
 
     tracker = Tracker(store)
     simulate_log(baseline, candidate, out, Simulation(sessions=6000, seed=2, **knobs), tracker=tracker)
@@ -147,7 +147,7 @@ def human_review(store: str, gate: str, folder: Path, reviewer: str = "ada") -> 
     """A review run the review command records from a sheet a person filled: every query accepted."""
     import pandas as pd
 
-    from rageval.workflows.review import record_review, start_review
+    from rageval.workflows.release.review import record_review, start_review
 
     tracker = Tracker(store)
     start_review(gate, folder, tracker=tracker)
@@ -341,7 +341,7 @@ def test_checklist_recomputes_the_ten_items_and_names_their_records(store, files
 
 
 def evidence(layer: str, run_id: str, days_old: float = 0.0, **tags: str):
-    from rageval.analysis.release import Evidence
+    from rageval.release.decision import Evidence
 
     now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     started = int((now - dt.timedelta(days=days_old)).timestamp() * 1000)
@@ -349,7 +349,7 @@ def evidence(layer: str, run_id: str, days_old: float = 0.0, **tags: str):
 
 
 def test_config_names_match_when_no_run_ids_are_named_and_old_evidence_fails():
-    from rageval.analysis.release import Pair, ReleasePolicy, decide_release
+    from rageval.release.decision import Pair, ReleasePolicy, decide_release
 
     policy = ReleasePolicy.model_validate({"layers": {"review": {"required": False}}, "max_age_days": 30})
     pair = Pair("B", "C", "bm25-baseline", "hybrid")
@@ -379,8 +379,8 @@ def test_config_names_match_when_no_run_ids_are_named_and_old_evidence_fails():
 
 
 def test_an_llm_assessor_needs_a_passing_calibration_run():
-    from rageval.analysis.checklist import ChecklistInputs, checklist
-    from rageval.analysis.release import ReleaseDecision
+    from rageval.release.checklist import ChecklistInputs, checklist
+    from rageval.release.decision import ReleaseDecision
 
     decision = ReleaseDecision("pass", [], [], None)
     base = ChecklistInputs("R", decision, {}, None, None)

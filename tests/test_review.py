@@ -14,14 +14,14 @@ from test_compare import record_run
 from typer.testing import CliRunner
 
 from rageval.analysis import wide_scores
-from rageval.analysis.review import changed, lost_evidence, review_view, top_k
 from rageval.benchmark.loading import load_benchmark
 from rageval.errors import InputError
 from rageval.judging import read_pool
 from rageval.judging.review_sheets import write_review
+from rageval.release.review import changed, lost_evidence, review_view, top_k
 from rageval.tracking.store import Tracker
 from rageval.workflows.gate import execute_gate
-from rageval.workflows.review import record_review, start_review
+from rageval.workflows.release.review import record_review, start_review
 
 FILTERED = 'retrieval.stages=[{"type": "bm25", "k1": %s, "b": %s, "candidates": %s}, {"type": "filter"}]'
 
@@ -271,7 +271,7 @@ def test_a_comparison_run_can_be_reviewed(gate, store, tmp_path):
 
 
 def test_select_by_hand():
-    from rageval.analysis.review import select
+    from rageval.release.review import select
 
     before = pd.Series({"a": 0.9, "b": 0.5, "c": 0.5, "d": 0.2, "e": 0.4})
     after = pd.Series({"a": 0.1, "b": 0.4, "c": 0.5, "d": 0.9, "e": 0.4})

@@ -19,8 +19,8 @@ from servers import fresh_experiment, require_services, service_folder
 from typer.testing import CliRunner
 
 from rageval.cli import app
+from rageval.execution.server import free_port
 from rageval.tracking.store import Tracker
-from rageval.workflows.server import free_port
 
 pytestmark = pytest.mark.server
 BM25 = ROOT / "params" / "bm25.yaml"

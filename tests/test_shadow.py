@@ -14,12 +14,12 @@ import yaml
 from conftest import write_tiny
 from typer.testing import CliRunner
 
-from rageval.analysis.shadow import analyze_shadow, check_import_policy, load_import_policy, read_log
-from rageval.analysis.shadow_rules import ShadowRules, decide_shadow, load_rules
-from rageval.analysis.simulate_shadow import Faults, simulate_shadow, write_log
 from rageval.benchmark.loading import load_benchmark
 from rageval.errors import InputError, PolicyError
 from rageval.hashing import sha256_text
+from rageval.release.shadow import analyze_shadow, check_import_policy, load_import_policy, read_log
+from rageval.release.shadow_rules import ShadowRules, decide_shadow, load_rules
+from rageval.release.simulate_shadow import Faults, simulate_shadow, write_log
 
 TODAY = dt.date(2026, 12, 1)
 POLICY = {
@@ -336,7 +336,7 @@ def test_a_passage_benchmark_pools_the_candidates_unjudged_chunks(tmp_path: Path
     from rageval.benchmark.chunking import chunk_document
     from rageval.benchmark.schema import ChunkingConfig
     from rageval.tracking.store import Tracker
-    from rageval.workflows.shadow import execute_shadow
+    from rageval.workflows.release.shadow import execute_shadow
 
     bench = load_benchmark(tiny)
     chunking = ChunkingConfig()

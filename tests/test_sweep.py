@@ -325,7 +325,7 @@ def test_diff_notebooks_shows_parameters_and_outputs_without_metadata(release_sw
 
 
 def test_notebook_slots_are_granted_in_member_order_skip_a_failed_member_and_give_way_to_a_cancel():
-    from rageval.workflows.slots import NotebookSlot, NotebookSlots
+    from rageval.execution.slots import NotebookSlot, NotebookSlots
 
     slots = NotebookSlots(1)
     granted: list[int] = []

@@ -22,12 +22,12 @@ from rageval.cli import (  # noqa: F401
     shadow,
 )
 from rageval.cli.common import app
-from rageval.workflows.preload import tune_process
+from rageval.execution.preload import tune_process
 
 
 def main() -> None:  # pragma: no cover
     """The ``rageval`` command's entry point: this process is the command's own, so it is tuned for
-    speed here (:func:`~rageval.workflows.preload.tune_process`), never on import."""
+    speed here (:func:`~rageval.execution.preload.tune_process`), never on import."""
     tune_process()
     try:
         app()

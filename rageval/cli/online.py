@@ -45,7 +45,7 @@ def analyze(
     today: Annotated[str | None, typer.Option(help="YYYY-MM-DD the retention date is checked against")] = None,
 ) -> None:
     """Analyse an A/B cohort per metric; record a sealed online run. Exit 0 on pass, 1 on fail."""
-    from rageval.workflows.online import execute_online
+    from rageval.workflows.release.online import execute_online
 
     outcome = execute_online(
         input_file(log, "LOG", "give the cohort's log (.jsonl or .parquet)"),
@@ -90,9 +90,9 @@ def simulate(
     (position-biased clicks); every unit is labelled simulated."""
     from pydantic import ValidationError
 
-    from rageval.analysis.simulate_online import Simulation
+    from rageval.release.simulate_online import Simulation
     from rageval.validation import problems_from_validation
-    from rageval.workflows.online import simulate_log
+    from rageval.workflows.release.online import simulate_log
 
     try:
         knobs = Simulation(

@@ -1,5 +1,5 @@
 """``rageval promote RELEASE_RUN`` and ``rageval rollback FAMILY``, thin calls into
-:mod:`rageval.workflows.registry`."""
+:mod:`rageval.workflows.release.registry`."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def promote(
     """Re-derive the release's decision from its linked runs (refused unless it holds), register its
     candidate (and baseline) in the release slot, bundle their serving inputs, move the alias `champion`
     to the candidate and `previous` to the former champion; record a sealed promotion run."""
-    from rageval.workflows.registry import PromoteRequest, execute_promote
+    from rageval.workflows.release.registry import PromoteRequest, execute_promote
 
     request = PromoteRequest(release_run, model, allow_simulated, sample, seed, experiment)
     outcome = execute_promote(request, tracker=open_tracker(tracking_uri))
@@ -55,7 +55,7 @@ def rollback(
 ) -> None:
     """Move `champion` back to `previous` once that version, rebuilt from the artifact store alone,
     reproduces its recorded rankings on a sample. Exit 1, aliases untouched, when it does not."""
-    from rageval.workflows.registry import execute_rollback
+    from rageval.workflows.release.registry import execute_rollback
 
     outcome = execute_rollback(
         family, tracker=open_tracker(tracking_uri), sample=sample, seed=seed, experiment=experiment

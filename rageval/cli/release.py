@@ -1,5 +1,5 @@
 """The release decision and its checklist: ``rageval release --gate G --review R --shadow S --online O
---policy P`` and ``rageval checklist RELEASE_RUN``, thin calls into :mod:`rageval.workflows.release`."""
+--policy P`` and ``rageval checklist RELEASE_RUN``, thin calls into :mod:`rageval.workflows.release.record`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typer
 from rageval.cli.common import TrackingUri, app, echo, input_file, open_tracker
 
 if TYPE_CHECKING:
-    from rageval.analysis.checklist import Item
+    from rageval.release.checklist import Item
 
 RunOption = Annotated[str | None, typer.Option(help="sealed run ID of this layer")]
 
@@ -34,7 +34,7 @@ def release(
 ) -> None:
     """Decide a release from its evidence layers (gate, review, shadow, online runs; all about one baseline
     and candidate); record a sealed release run linking them, with the checklist. Exit 0 on pass, 1 on fail."""
-    from rageval.workflows.release import execute_release
+    from rageval.workflows.release.record import execute_release
 
     policy = input_file(policy, "--policy", "give a release policy, e.g. params/release/policy.yaml")
     outcome = execute_release(
@@ -62,7 +62,7 @@ def checklist(
 ) -> None:
     """The ten release-checklist items of a release run, recomputed from its linked records and compared
     with the checklist stored at release time. Exit 0 when all pass, 1 otherwise."""
-    from rageval.workflows.release import execute_checklist
+    from rageval.workflows.release.record import execute_checklist
 
     outcome = execute_checklist(release_run, tracker=open_tracker(tracking_uri))
     print_items(outcome.items)

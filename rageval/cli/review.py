@@ -1,6 +1,6 @@
 """``rageval review start GATE_RUN --out DIR`` (select the queries a person should look at and
 write the sheet) and ``rageval review record DIR --reviewer NAME`` (import the filled sheets into a
-sealed review run), each a thin call into :mod:`rageval.workflows.review`."""
+sealed review run), each a thin call into :mod:`rageval.workflows.release.review`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def start(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Select the queries a gate decision rests on and write the review sheet."""
-    from rageval.workflows.review import start_review
+    from rageval.workflows.release.review import start_review
 
     started = start_review(
         run,
@@ -71,7 +71,7 @@ def record(
 ) -> None:
     """Import the filled review sheets; record a sealed review run. Exit 1 when rejections stay open
     or the review is incomplete."""
-    from rageval.workflows.review import record_review
+    from rageval.workflows.release.review import record_review
 
     folder = input_folder(folder, "DIR", "give the folder `rageval review start` wrote")
     outcome = record_review(

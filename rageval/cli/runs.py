@@ -38,8 +38,8 @@ def run(
     timeout: Timeout = None,
 ) -> None:
     """Evaluate a configuration through the notebook and record a sealed MLflow run."""
+    from rageval.execution.kernels import WarmKernel
     from rageval.paths import default_notebook
-    from rageval.workflows.kernels import WarmKernel
 
     # Started first: the kernel comes up (and imports what the notebook needs) while this process
     # imports its own and opens the store. execute_run closes it.

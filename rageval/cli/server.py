@@ -49,7 +49,7 @@ def server(
 ) -> None:
     """Start PostgreSQL and an MLflow tracking server with proxied artifacts on 127.0.0.1 for a team;
     print the tracking URI; stop both on Ctrl-C or SIGTERM."""
-    from rageval.workflows.server import tracking_server
+    from rageval.execution.server import tracking_server
 
     previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:

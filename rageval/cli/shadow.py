@@ -1,6 +1,6 @@
 """``rageval shadow LOG --policy POLICY --benchmark B`` (record a sealed shadow run) and
 ``rageval shadow simulate`` (write a simulated shadow log), each a thin call into
-:mod:`rageval.workflows.shadow` or :mod:`rageval.analysis.simulate_shadow`."""
+:mod:`rageval.workflows.release.shadow` or :mod:`rageval.release.simulate_shadow`."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def record(
 ) -> None:
     """Analyse a shadow log under its import policy; record a sealed shadow run. Exit 1 when rules fail."""
     from rageval.benchmark.migration import load_chunking
-    from rageval.workflows.shadow import execute_shadow
+    from rageval.workflows.release.shadow import execute_shadow
 
     log = input_file(log, "LOG", "give a shadow log (.jsonl or .parquet)")
     if policy is not None:
@@ -138,9 +138,9 @@ def simulate(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write a seeded, SIMULATED shadow log from two arms' rankings (labelled simulated in every record)."""
-    from rageval.analysis.simulate_shadow import Faults, simulate_shadow, write_log
     from rageval.benchmark.loading import load_benchmark
     from rageval.cli.judge import _read_rankings
+    from rageval.release.simulate_shadow import Faults, simulate_shadow, write_log
 
     bench = load_benchmark(input_folder(benchmark, "--benchmark", "give the benchmark folder"))
     frames = {}

@@ -16,14 +16,14 @@ from rageval.analysis import (
 )
 from rageval.analysis.formats import RESULT_FILES
 from rageval.errors import NotebookExecutionError, TrackingError
+from rageval.execution.notebooks import check_parameters, execute_into
+from rageval.execution.render import notebook_html
 from rageval.paths import project_root
 from rageval.tracking.records import NOTE_TAG, comparison_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import release_warnings, sealed_and_intact
-from rageval.workflows.notebooks import check_parameters, execute_into
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 from rageval.workflows.readback import candidate_ids
-from rageval.workflows.render import notebook_html
 
 COMPARE_PARAMETERS = ("baseline", "candidates", "sweep", "allow_mismatch", "notes", "run_id", "tracking_uri")
 DEFAULT_MAX_RELEASE_EVALUATIONS = 5

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rageval.analysis.simulate_online import Simulation
-from rageval.analysis.simulate_shadow import simulate_shadow, write_log
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import config_from_yaml
@@ -16,21 +14,23 @@ from rageval.config.sweep import load_sweep
 from rageval.errors import ComparisonError
 from rageval.paths import project_root
 from rageval.progress import Reporter
+from rageval.release.simulate_online import Simulation
+from rageval.release.simulate_shadow import simulate_shadow, write_log
 from rageval.tracking.store import Tracker
 from rageval.workflows.compare import ComparisonOutcome, execute_comparison
 from rageval.workflows.gate import GateOutcome, execute_gate
-from rageval.workflows.online import OnlineOutcome, execute_online, simulate_log
-from rageval.workflows.registry import (
+from rageval.workflows.release.online import OnlineOutcome, execute_online, simulate_log
+from rageval.workflows.release.record import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
+from rageval.workflows.release.registry import (
     PromoteRequest,
     PromotionOutcome,
     RollbackOutcome,
     execute_promote,
     execute_rollback,
 )
-from rageval.workflows.release import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
-from rageval.workflows.review import ReviewOutcome, record_review, start_review
+from rageval.workflows.release.review import ReviewOutcome, record_review, start_review
+from rageval.workflows.release.shadow import ShadowOutcome, execute_shadow
 from rageval.workflows.run import RunOutcome, RunRequest, execute_run
-from rageval.workflows.shadow import ShadowOutcome, execute_shadow
 from rageval.workflows.sweep import run_sweep
 
 SHADOW_REQUESTS = 200

@@ -242,7 +242,7 @@ def recorded_run(notebook: str | Path) -> str:
     """The ID of the run an executed evaluation notebook recorded (papermill with ``record`` True):
     for a loop over ``papermill.execute_notebook``. A notebook that recorded nothing is a
     :class:`ParameterError`."""
-    from rageval.workflows.notebooks import read_notebook
+    from rageval.execution.notebooks import read_notebook
 
     for cell in read_notebook(notebook).cells:
         for output in cell.get("outputs", []):

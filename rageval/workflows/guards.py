@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from rageval.analysis import (
     release_warning,
 )
-from rageval.analysis.release import overrides_tag
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.errors import ComparisonError
+from rageval.release.decision import overrides_tag
 from rageval.tracking.store import RunInfo, Tracker
 
 

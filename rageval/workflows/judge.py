@@ -16,10 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rageval.analysis.checklist import ASSESSOR_TAG
-from rageval.analysis.checklist import CALIBRATION_PASSED_TAG as PASSED_TAG
 from rageval.analysis.records import RunInfo
-from rageval.analysis.release import overrides_tag
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.errors import BenchmarkError, ConfigError, Problem
 from rageval.io import make_folder
@@ -37,6 +34,9 @@ from rageval.judging.prelabel import Prelabels, detail, prelabel, review_sheet
 from rageval.judging.schema import PoolManifest
 from rageval.judging.sheets import read_pool, sheet_csv, write_labels
 from rageval.paths import project_root
+from rageval.release.checklist import ASSESSOR_TAG
+from rageval.release.checklist import CALIBRATION_PASSED_TAG as PASSED_TAG
+from rageval.release.decision import overrides_tag
 from rageval.safety import csv_bytes
 from rageval.tracking.records import KIND_TAG, NOTE_TAG
 from rageval.tracking.store import Tracker

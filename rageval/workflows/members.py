@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rageval.errors import NotebookExecutionError
+from rageval.execution.forkserver import FORK_SERVER
+from rageval.execution.kernels import WarmKernel
+from rageval.execution.slots import NotebookSlot
 from rageval.progress import Reporter
 from rageval.tracking.store import Tracker
-from rageval.workflows.forkserver import FORK_SERVER
-from rageval.workflows.kernels import WarmKernel
 from rageval.workflows.run import RunRequest, execute_run
-from rageval.workflows.slots import NotebookSlot
 
 MEMBER_TAG = "rageval.sweep.member"
 

@@ -31,18 +31,18 @@ from rageval.config.load import dump_config, flatten, load_config
 from rageval.config.schema import RunConfig
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
+from rageval.execution.handoff import EarlyLog
+from rageval.execution.kernels import WarmKernel
+from rageval.execution.notebooks import check_parameters, execute_notebook, failure, notebook_timings
+from rageval.execution.render import notebook_html, warm_html, warm_imports
+from rageval.execution.slots import NotebookSlot
 from rageval.hashing import sha256_bytes
 from rageval.paths import default_notebook
 from rageval.progress import SILENT, Event, Reporter, channel
 from rageval.tracking.records import KIND_TAG, NOTE_TAG, RUN_TIME_METRIC, environment, evaluation_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
-from rageval.workflows.handoff import EarlyLog
-from rageval.workflows.kernels import WarmKernel
-from rageval.workflows.notebooks import check_parameters, execute_notebook, failure, notebook_timings
 from rageval.workflows.provenance import RAGEVAL_VERSION, Origin, origin
-from rageval.workflows.render import notebook_html, warm_html, warm_imports
-from rageval.workflows.slots import NotebookSlot
 
 if TYPE_CHECKING:
     from rageval.experiment.run import ExperimentResult
@@ -181,9 +181,9 @@ def execute_run(
     ``reporter`` receives the steps as they go, the notebook kernel's among them; ``warn``, the
     warnings before the run exists: the configuration's (a measure cut off past ``final_k``) and that
     of a checkout with uncommitted changes (naming the files). ``kernel``: a warm kernel for the
-    notebook (:mod:`rageval.workflows.kernels`), which this call closes; without one a kernel is
+    notebook (:mod:`rageval.execution.kernels`), which this call closes; without one a kernel is
     started here, to come up while the checks run. ``notebook_slot``: this member's turn at a
-    sweep's places to run a notebook (:class:`~rageval.workflows.slots.NotebookSlots`).
+    sweep's places to run a notebook (:class:`~rageval.execution.slots.NotebookSlots`).
     """
     kernel = kernel or WarmKernel(request.notebook.parent)
     slot = notebook_slot or NotebookSlot()

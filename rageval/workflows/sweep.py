@@ -29,18 +29,18 @@ from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.config.sweep import MAX_WORKERS, Sweep, load_sweep
 from rageval.errors import ConfigError, Problem, SweepError
 from rageval.evaluation import parse_measure
+from rageval.execution.kernels import PRELOAD, KernelPool
+from rageval.execution.notebooks import check_parameters
+from rageval.execution.slots import NotebookSlot, NotebookSlots
 from rageval.paths import default_notebook
 from rageval.progress import Reporter
 from rageval.retrieval.pipeline import stage_module
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
-from rageval.workflows.kernels import PRELOAD, KernelPool
 from rageval.workflows.members import MemberJob, MemberResult, progress_kind, stop_kernels
-from rageval.workflows.notebooks import check_parameters
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 from rageval.workflows.run import RUN_PARAMETERS
-from rageval.workflows.slots import NotebookSlot, NotebookSlots
 
 # --------------------------------------------------------------------------- progress
 

@@ -11,7 +11,7 @@ from typing import Any
 
 def notebook_html(executed: Path) -> bytes:
     """An executed notebook rendered as HTML (nbconvert), which the MLflow UI can preview: rageval's
-    template (``workflows/templates/rageval``), JupyterLab's look with its CSS inlined, so the page is
+    template (``execution/templates/rageval``), JupyterLab's look with its CSS inlined, so the page is
     styled offline, and no scripts (the stock templates load require.js and MathJax from a CDN, which
     an offline viewer cannot reach and an artifact page should not run); figures inline."""
     import nbformat

@@ -11,9 +11,9 @@ import pandas as pd
 from pydantic import Field, StrictInt, StrictStr
 
 from rageval.analysis.gate_policy import RuleResult
-from rageval.analysis.shadow import ShadowAnalysis
 from rageval.errors import PolicyError
 from rageval.io import read_yaml
+from rageval.release.shadow import ShadowAnalysis
 from rageval.validation import Strict, validated
 
 

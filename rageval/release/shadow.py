@@ -1,11 +1,11 @@
 """Shadow evidence: the log of a candidate run beside production on the same requests, the import
 policy that must allow its use, what the two arms' rankings show, and the rules a release holds
-them to (:mod:`rageval.analysis.shadow_rules`).
+them to (:mod:`rageval.release.shadow_rules`).
 
 A shadow log (JSON lines or parquet) holds one :class:`ShadowRecord` per request: the query's
 sha256, or its *redacted* text with the redaction it went through; the principal's groups; for
 each arm (``baseline``, ``candidate``) the ranked IDs with scores, latency, error and resource use.
-The :class:`ImportPolicy` (a :class:`~rageval.analysis.traffic.TrafficPolicy`) names the authorization, the redaction and the retention date; a log is
+The :class:`ImportPolicy` (a :class:`~rageval.release.traffic.TrafficPolicy`) names the authorization, the redaction and the retention date; a log is
 read only under one (:func:`check_import_policy`). Raw query text is never part of a record: only
 hashes reach the store, and redacted text only where the policy keeps ``query``.
 
@@ -31,13 +31,13 @@ from pydantic import Field, StrictBool, StrictStr, model_validator
 from scipy import stats
 
 from rageval.analysis.rbo import jaccard_at, rank_biased_overlap
-from rageval.analysis.traffic import TrafficPolicy, load_traffic_policy
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.provenance import Redaction
 from rageval.benchmark.schema import Case, Document
 from rageval.errors import InputError, PolicyError, Problem
 from rageval.hashing import sha256_text
 from rageval.io import read_jsonl
+from rageval.release.traffic import TrafficPolicy, load_traffic_policy
 from rageval.validation import Sha256, Slug, Strict, shorten, valid_rows
 
 ARMS = ("baseline", "candidate")

@@ -25,9 +25,9 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rageval.workflows.preload import preload as import_modules
+from rageval.execution.preload import preload as import_modules
 
-FORK_SERVER = "rageval.workflows.forkserver"  # the server's module: in its command line and its kernels'
+FORK_SERVER = "rageval.execution.forkserver"  # the server's module: in its command line and its kernels'
 LAUNCHER = ["-m", "ipykernel_launcher"]  # how a kernelspec's argv starts ipykernel (after the interpreter)
 
 
@@ -130,7 +130,7 @@ class Forked:
 
 
 def serve(preload: Sequence[str]) -> None:
-    """The server's loop (``python -m rageval.workflows.forkserver MODULE ...``)."""
+    """The server's loop (``python -m rageval.execution.forkserver MODULE ...``)."""
     import ipykernel.kernelapp  # noqa: F401 - imported once, here, for every kernel
 
     with warnings.catch_warnings():  # import-time notices (tqdm's "IProgress not found") are no kernel's output

@@ -1,6 +1,6 @@
 """The release decision: a release policy (``params/release/*.yaml``, strict like the gate's) says
 which evidence layers a release needs and what each must show; :func:`decide_release` reads the
-layers' recorded runs (as :class:`Evidence`, gathered by :mod:`rageval.workflows.release`) and gives
+layers' recorded runs (as :class:`Evidence`, gathered by :mod:`rageval.workflows.release.record`) and gives
 PASS or FAIL per layer and overall, with a reason for each.
 
 The matching rule (one baseline and one candidate across all layers): the reference pair is the gate's
@@ -23,9 +23,9 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import Field, StrictBool, StrictStr
 
-from rageval.analysis.shadow_rules import ShadowDecision, ShadowRules
 from rageval.errors import PolicyError
 from rageval.io import read_yaml
+from rageval.release.shadow_rules import ShadowDecision, ShadowRules
 from rageval.validation import Strict, validated
 
 LAYERS: tuple[str, ...] = ("gate", "review", "shadow", "online")

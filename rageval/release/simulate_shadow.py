@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rageval.analysis.shadow import Arm, Hit, ShadowRecord
 from rageval.benchmark.loading import Benchmark
 from rageval.errors import InputError, Problem
 from rageval.hashing import sha256_text
+from rageval.release.shadow import Arm, Hit, ShadowRecord
 from rageval.validation import absent_columns
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field, StrictInt
 
-from rageval.analysis.online import ARMS
+from rageval.release.online import ARMS
 from rageval.validation import Strict
 
 # What a grade's result attracts (probability of a click once examined): rubric 0-3.
@@ -53,7 +53,7 @@ def simulate(
     query_hashes: Mapping[str, str],
     simulation: Simulation,
 ) -> list[dict[str, Any]]:
-    """The cohort's units as log records (:class:`rageval.analysis.online.OnlineEvent` fields).
+    """The cohort's units as log records (:class:`rageval.release.online.OnlineEvent` fields).
 
     ``rankings[arm][query_id]`` is that arm's ranked document IDs, ``grades[query_id][doc_id]`` the
     judgments (unjudged documents grade 0), ``query_hashes[query_id]`` what the log may say of the

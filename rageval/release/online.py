@@ -1,5 +1,5 @@
 """Online evidence: an A/B cohort's outcome log, its import policy, its metric definitions, the
-analysis per metric and :func:`decide_online` — pure, the recording is :mod:`rageval.workflows.online`'s.
+analysis per metric and :func:`decide_online` — pure, the recording is :mod:`rageval.workflows.release.online`'s.
 
 - The **log** (JSONL or parquet) holds one record per unit (a session or a query): an opaque
   ``session_id``, ``arm``, ``time``, the outcomes, ``latency_ms``; never raw query text (at most its
@@ -44,9 +44,9 @@ from pydantic import (
     model_validator,
 )
 
-from rageval.analysis.traffic import TrafficPolicy, load_traffic_policy
 from rageval.errors import InputError, PolicyError, Problem
 from rageval.io import read_jsonl, read_yaml
+from rageval.release.traffic import TrafficPolicy, load_traffic_policy
 from rageval.validation import Sha256, Strict, problems_from_validation, validated
 
 Arm = Literal["baseline", "candidate"]

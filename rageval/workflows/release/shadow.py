@@ -15,7 +15,14 @@ from typing import Any
 
 import pandas as pd
 
-from rageval.analysis.shadow import (
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.benchmark.schema import ChunkingConfig
+from rageval.config.load import config_from_yaml, flatten
+from rageval.hashing import sha256_bytes, sha256_file
+from rageval.judging import Pool, pool, write_pool
+from rageval.judging.schema import POOL_FILE, PoolManifest
+from rageval.paths import project_root
+from rageval.release.shadow import (
     ALL,
     ImportPolicy,
     ShadowAnalysis,
@@ -25,14 +32,7 @@ from rageval.analysis.shadow import (
     load_import_policy,
     read_log,
 )
-from rageval.analysis.shadow_rules import ShadowDecision, decide_shadow, load_rules
-from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.benchmark.schema import ChunkingConfig
-from rageval.config.load import config_from_yaml, flatten
-from rageval.hashing import sha256_bytes, sha256_file
-from rageval.judging import Pool, pool, write_pool
-from rageval.judging.schema import POOL_FILE, PoolManifest
-from rageval.paths import project_root
+from rageval.release.shadow_rules import ShadowDecision, decide_shadow, load_rules
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
 from rageval.validation import metric_key

@@ -1,12 +1,12 @@
 """``rageval review``: a person looks at the queries a gate (or comparison) decision rests on.
 
 ``start`` reads a sealed gate or comparison run and its two evaluation runs, selects the queries
-that matter (:func:`rageval.analysis.review.select`) and writes a review folder: ``review.json``,
+that matter (:func:`rageval.release.review.select`) and writes a review folder: ``review.json``,
 the sheet to fill and the side-by-side detail. ``record`` reads the filled sheets back (strictly),
 and records a sealed review run linked to the gate run: decisions, reviewers, time, rationale, the
 rejections still open, those it resolved, and a judgment pool of the ``needs-judgment`` queries.
 The rules (what is selected, what lost evidence and a resolved rejection are) are in
-:mod:`rageval.analysis.review`."""
+:mod:`rageval.release.review`."""
 
 from __future__ import annotations
 
@@ -22,7 +22,15 @@ import pandas as pd
 
 from rageval.analysis import load_policy, query_slices, wide_scores
 from rageval.analysis.records import RunArtifacts, RunInfo
-from rageval.analysis.review import (
+from rageval.benchmark.chunking import chunk_document
+from rageval.benchmark.loading import Benchmark, load_benchmark
+from rageval.config.load import config_from_yaml
+from rageval.errors import ComparisonError, InputError, Problem
+from rageval.io import read_jsonl
+from rageval.judging import pool, write_pool
+from rageval.judging.review_sheets import DETAIL_CSV, REVIEW_CSV, REVIEW_JSONL, read_review, sheet_rows, write_review
+from rageval.paths import project_root
+from rageval.release.review import (
     SCRIPTED_REVIEWER,
     Decisions,
     open_rejections,
@@ -33,14 +41,6 @@ from rageval.analysis.review import (
     side_by_side,
     top_k,
 )
-from rageval.benchmark.chunking import chunk_document
-from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.config.load import config_from_yaml
-from rageval.errors import ComparisonError, InputError, Problem
-from rageval.io import read_jsonl
-from rageval.judging import pool, write_pool
-from rageval.judging.review_sheets import DETAIL_CSV, REVIEW_CSV, REVIEW_JSONL, read_review, sheet_rows, write_review
-from rageval.paths import project_root
 from rageval.safety import csv_bytes
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact

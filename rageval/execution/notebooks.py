@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
+from rageval.execution.kernels import WarmKernel, ipc_kernel_manager
 from rageval.io import read_text
 from rageval.progress import ENV_VAR
-from rageval.workflows.kernels import WarmKernel, ipc_kernel_manager
 
 if TYPE_CHECKING:
     from rageval.tracking.store import Tracker
@@ -192,7 +192,7 @@ WARM_ENGINE = "rageval-warm"
 def _register_warm_engine() -> None:
     """papermill's nbclient engine, given a started kernel (``km``) to run on: nbclient leaves a
     kernel it did not start running, and its client's sockets open; this closes the sockets, and
-    the kernel's :class:`~rageval.workflows.kernels.WarmKernel` kills it (without the graceful
+    the kernel's :class:`~rageval.execution.kernels.WarmKernel` kills it (without the graceful
     shutdown's 0.1–1 s of polling: the last cell has run and its outputs are in)."""
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.engines import NBClientEngine, papermill_engines

@@ -1,6 +1,6 @@
 """The import policy under which logged traffic may be read: the terms every log of real users'
-requests carries before rageval reads a line of it — the shadow log (:mod:`rageval.analysis.shadow`)
-and the online cohort's events (:mod:`rageval.analysis.online`) alike.
+requests carries before rageval reads a line of it — the shadow log (:mod:`rageval.release.shadow`)
+and the online cohort's events (:mod:`rageval.release.online`) alike.
 
 A policy names the authorization that allows this use, the redaction the log went through (the
 provenance block's :class:`~rageval.benchmark.provenance.Redaction`: rules and version, never the

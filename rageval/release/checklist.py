@@ -3,7 +3,7 @@ and the record (run ID and artifact or tag) that shows it.
 
 The guide's own checklist text is not in this repository: the ten items are reconstructed from the
 wording of issue 14 (see docs/release-decision.md). :func:`checklist` is pure: the workflow gathers
-:class:`ChecklistInputs` from the store (:mod:`rageval.workflows.release`)."""
+:class:`ChecklistInputs` from the store (:mod:`rageval.workflows.release.record`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any, Literal
 import pandas as pd
 
 from rageval.analysis.paired import query_slices
-from rageval.analysis.release import Evidence, ReleaseDecision
 from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIXES
+from rageval.release.decision import Evidence, ReleaseDecision
 
 # The slices the release split must hold, each with the names a benchmark may give it.
 REQUIRED_SLICES: dict[str, tuple[str, ...]] = {

@@ -2,7 +2,7 @@
 ``champion`` and ``previous`` moved only on evidence, each move recorded as a sealed run.
 
 Promotion believes no tag of the release run: it re-derives the decision from the linked gate,
-review, shadow and online runs under the recorded policy (:func:`rageval.workflows.release.rederive_release`)
+review, shadow and online runs under the recorded policy (:func:`rageval.workflows.release.record.rederive_release`)
 and refuses what does not hold; a release resting on simulated evidence is promoted only when
 allowed, and every record of it (promotion run, bundles, registry version and slot) says SIMULATED.
 
@@ -26,7 +26,6 @@ from typing import Any
 
 import pandas as pd
 
-from rageval.analysis.release import SIMULATED_TAG, overrides_tag
 from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.config.load import config_from_yaml
@@ -36,6 +35,7 @@ from rageval.experiment.run import corpus_for
 from rageval.experiment.stages import rankings_frame
 from rageval.hashing import sha256_bytes, sha256_file
 from rageval.paths import project_root
+from rageval.release.decision import SIMULATED_TAG, overrides_tag
 from rageval.retrieval.base import Corpus
 from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
@@ -54,7 +54,7 @@ from rageval.tracking.registry import (
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
-from rageval.workflows.release import Rederived, rederive_release
+from rageval.workflows.release.record import Rederived, rederive_release
 
 BUNDLE_FILE = "bundle.json"
 BUNDLE_OF_TAG = "rageval.bundle.evaluation"  # on the bundle run: whose serving inputs it holds

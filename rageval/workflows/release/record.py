@@ -1,6 +1,6 @@
 """``rageval release``: read the gate, review, shadow and online runs by ID (each sealed, intact and
-of its kind), decide the release under a release policy (:func:`rageval.analysis.release.decide_release`),
-answer the checklist (:mod:`rageval.analysis.checklist`) before sealing, and record one sealed release
+of its kind), decide the release under a release policy (:func:`rageval.release.decision.decide_release`),
+answer the checklist (:mod:`rageval.release.checklist`) before sealing, and record one sealed release
 run linking them all; and ``rageval checklist``: recompute the checklist of a release run from the
 same records and compare it with the one stored in it (evidence recorded later, a rollback drill
 for one, changes an item; a sealed run cannot take the new answer, so it is printed, not stored)."""
@@ -16,8 +16,15 @@ from typing import Any
 
 import pandas as pd
 
-from rageval.analysis.checklist import ChecklistInputs, EvalRun, Item, changed_items, checklist, checklist_frame
-from rageval.analysis.release import (
+from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.schema import JUDGMENT_NOTES_FILE
+from rageval.config.load import config_from_yaml
+from rageval.errors import ComparisonError, InputError, RagevalError, TrackingError, VerificationError
+from rageval.hashing import sha256_bytes
+from rageval.io import read_jsonl, read_yaml
+from rageval.paths import project_root
+from rageval.release.checklist import ChecklistInputs, EvalRun, Item, changed_items, checklist, checklist_frame
+from rageval.release.decision import (
     LAYERS,
     Evidence,
     Pair,
@@ -30,15 +37,8 @@ from rageval.analysis.release import (
     policy_overrides,
     reference_runs,
 )
-from rageval.analysis.shadow import ShadowAnalysis
-from rageval.analysis.shadow_rules import decide_shadow
-from rageval.benchmark.loading import load_benchmark
-from rageval.benchmark.schema import JUDGMENT_NOTES_FILE
-from rageval.config.load import config_from_yaml
-from rageval.errors import ComparisonError, InputError, RagevalError, TrackingError, VerificationError
-from rageval.hashing import sha256_bytes
-from rageval.io import read_jsonl, read_yaml
-from rageval.paths import project_root
+from rageval.release.shadow import ShadowAnalysis
+from rageval.release.shadow_rules import decide_shadow
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG, ui_link
 from rageval.tracking.registry import Registry

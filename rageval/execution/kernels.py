@@ -21,13 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rageval.workflows.forkserver import LAUNCHER, Forked, ForkServer, available
-from rageval.workflows.preload import PRELOAD
+from rageval.execution.forkserver import LAUNCHER, Forked, ForkServer, available
+from rageval.execution.preload import PRELOAD
 
 
 def _preload_line(modules: Sequence[str]) -> str:
     """What the kernel runs at start-up (IPython's exec_lines), binding no name in the notebook's namespace."""
-    return f"__import__('rageval.workflows.preload', fromlist=['preload']).preload({tuple(modules)!r})"
+    return f"__import__('rageval.execution.preload', fromlist=['preload']).preload({tuple(modules)!r})"
 
 
 class WarmKernel:

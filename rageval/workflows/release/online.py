@@ -4,7 +4,7 @@ file, and record the decision as a sealed online run (``rageval.kind=online``); 
 
 What reaches the store: aggregates per arm and metric, the decision, both policy files and the log's
 sha256 — never the log's units (they fall under the retention date, the run does not) and never query
-text (the log holds none: :class:`rageval.analysis.online.OnlineEvent` refuses it)."""
+text (the log holds none: :class:`rageval.release.online.OnlineEvent` refuses it)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rageval.analysis.online import (
+from rageval.benchmark.loading import load_benchmark
+from rageval.config.load import config_from_yaml
+from rageval.errors import ComparisonError
+from rageval.evaluation import metric_key
+from rageval.hashing import sha256_file, sha256_text
+from rageval.io import make_folder
+from rageval.paths import project_root
+from rageval.release.online import (
     ARMS,
     OnlineDecision,
     analyze,
@@ -24,14 +31,7 @@ from rageval.analysis.online import (
     load_metrics_policy,
     sample_ratio,
 )
-from rageval.analysis.simulate_online import Simulation, simulate
-from rageval.benchmark.loading import load_benchmark
-from rageval.config.load import config_from_yaml
-from rageval.errors import ComparisonError
-from rageval.evaluation import metric_key
-from rageval.hashing import sha256_file, sha256_text
-from rageval.io import make_folder
-from rageval.paths import project_root
+from rageval.release.simulate_online import Simulation, simulate
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import RunInfo, Tracker

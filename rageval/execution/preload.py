@@ -1,6 +1,6 @@
 """What a process rageval starts for itself does to be quick — the ``rageval`` command
-(:func:`rageval.cli.main`), the sweep's fork server (:mod:`rageval.workflows.forkserver`) and the
-notebook kernels rageval starts (:mod:`rageval.workflows.kernels`): :func:`tune_process` and
+(:func:`rageval.cli.main`), the sweep's fork server (:mod:`rageval.execution.forkserver`) and the
+notebook kernels rageval starts (:mod:`rageval.execution.kernels`): :func:`tune_process` and
 :func:`preload`. Nothing here runs on import; each changes the whole process that calls it, so only
 those entry points call them (a notebook opened by a user in their own kernel never does). Only the
 imports move earlier; nothing a notebook computes changes."""
