@@ -135,6 +135,41 @@ def _sealed_json(tracker: Tracker, run_id: str, name: str) -> Any:
         return json.loads(tracker.download_sealed(run_id, name, Path(tmp)).read_text(encoding="utf-8"))
 
 
+def _gate_focus(
+    tracker: Tracker, run_id: str, measure: str | None, critical: list[str], flagged: dict[str, list[str]]
+) -> tuple[str, list[str]]:
+    """A gate run's measure (the policy's first unless given) and critical slices (the policy's
+    added), its largest losses added to ``flagged``."""
+    decision = _sealed_json(tracker, run_id, "decision.json")
+    with tempfile.TemporaryDirectory(prefix="rageval-review-") as tmp:
+        policy = load_policy(tracker.download_sealed(run_id, "policy.yaml", Path(tmp)))
+    for row in decision.get("largest_losses", []):
+        flagged.setdefault(str(row["query_id"]), []).append("gate:largest-loss")
+    return measure or next(iter(policy.measures)), critical + [s for s in policy.critical_slices if s not in critical]
+
+
+def _recorded_measure(measure: str | None, before: pd.DataFrame, after: pd.DataFrame) -> str:
+    """The measure to review by (default nDCG@10, else the first recorded), which both runs recorded."""
+    measure = measure or ("nDCG@10" if "nDCG@10" in before.columns else str(before.columns[0]))
+    if measure not in before.columns or measure not in after.columns:
+        raise InputError(
+            Problem(
+                file="--measure",
+                message=f"'{measure}' is not a measure both runs recorded",
+                fix=f"use one of {', '.join(c for c in before.columns if c in after.columns)}",
+            )
+        )
+    return measure
+
+
+def _carried_rejections(tracker: Tracker, resolves: str) -> dict[str, dict[str, Any]]:
+    """The rejections an earlier review run left open, by query."""
+    earlier = sealed_and_intact(tracker, resolves)
+    if earlier.tags.get("rageval.kind") != "review":
+        raise ComparisonError(f"--resolves {resolves}: a {earlier.tags.get('rageval.kind')} run, not a review run")
+    return {r["query_id"]: r for r in _sealed_json(tracker, resolves, REJECTIONS_FILE)}
+
+
 def start_review(
     run_id: str,
     out: str | Path,
@@ -152,34 +187,15 @@ def start_review(
     flagged: dict[str, list[str]] = {}
     critical = list(critical)
     if info.tags["rageval.kind"] == "gate":
-        decision = _sealed_json(tracker, run_id, "decision.json")
-        with tempfile.TemporaryDirectory(prefix="rageval-review-") as tmp:
-            policy = load_policy(tracker.download_sealed(run_id, "policy.yaml", Path(tmp)))
-        measure = measure or next(iter(policy.measures))
-        critical += [s for s in policy.critical_slices if s not in critical]
-        for row in decision.get("largest_losses", []):
-            flagged.setdefault(str(row["query_id"]), []).append("gate:largest-loss")
+        measure, critical = _gate_focus(tracker, run_id, measure, critical, flagged)
     pair = read_pair(tracker, baseline, cand_id)
     before, after = wide_scores(pair.baseline.per_query), wide_scores(pair.candidate.per_query)
-    measure = measure or ("nDCG@10" if "nDCG@10" in before.columns else str(before.columns[0]))
-    if measure not in before.columns or measure not in after.columns:
-        raise InputError(
-            Problem(
-                file="--measure",
-                message=f"'{measure}' is not a measure both runs recorded",
-                fix=f"use one of {', '.join(c for c in before.columns if c in after.columns)}",
-            )
-        )
+    measure = _recorded_measure(measure, before, after)
     leaks = pair.candidate.queries
     if "permission_leaks" in leaks.columns:
         for query_id in leaks.loc[leaks["permission_leaks"].fillna(0) > 0, "query_id"]:
             flagged.setdefault(str(query_id), []).append("leak")
-    carried: dict[str, dict[str, Any]] = {}
-    if resolves is not None:
-        earlier = sealed_and_intact(tracker, resolves)
-        if earlier.tags.get("rageval.kind") != "review":
-            raise ComparisonError(f"--resolves {resolves}: a {earlier.tags.get('rageval.kind')} run, not a review run")
-        carried = {r["query_id"]: r for r in _sealed_json(tracker, resolves, REJECTIONS_FILE)}
+    carried = _carried_rejections(tracker, resolves) if resolves is not None else {}
 
     cases = pair.benchmark.cases_for(pair.split)
     grades = pair.benchmark.qrels(pair.split)
@@ -231,6 +247,53 @@ def _scripted_rows(folder: Path) -> list[tuple[str, list[tuple[int, dict[str, An
     return [("<scripted>", list(enumerate(records, 1)))]
 
 
+def _pool_needs_judgment(pair: Pair, decisions: Decisions, k: int, folder: Path) -> Any:
+    """A judgment pool of the queries decided ``needs-judgment`` (both runs' top ``k``), written to
+    ``folder`` when it holds any item; None when no query needs one."""
+    wanted = set(decisions.frame.loc[decisions.frame["decision"] == "needs-judgment", "query_id"])
+    if not wanted:
+        return None
+    rankings = {
+        run.info.run_id: run.rankings[run.rankings["query_id"].isin(wanted)] for run in (pair.baseline, pair.candidate)
+    }
+    pooled = pool(rankings, pair.benchmark, pair.split, k, chunking=pair.chunkings)
+    if pooled.manifest.items:
+        write_pool(pooled, folder)
+    return pooled
+
+
+def _log_and_seal(tracker: Tracker, run_id: str, files: dict[str, bytes], metrics: dict[str, float]) -> str:
+    try:
+        tracker.log_files(run_id, files)
+        tracker.log_metrics(run_id, metrics)
+        return tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+
+
+def _decisions(
+    folder: Path,
+    manifest: dict[str, Any],
+    carried: dict[str, dict[str, Any]],
+    sheets: Sequence[str | Path],
+    reviewer: str | None,
+    scripted: bool,
+) -> Decisions:
+    """The decisions of the filled sheets (default: the folder's ``review.csv``), or the demo's
+    scripted ones; every bad row is named."""
+    if scripted:
+        rows = _scripted_rows(folder)
+    else:
+        rows, problems = sheet_rows(list(sheets) or [folder / REVIEW_CSV])
+        if problems:
+            raise InputError(problems)
+    decisions, problems = read_decisions(rows, manifest["queries"], carried=carried, reviewer=reviewer)
+    if problems:
+        raise InputError(problems)
+    return decisions
+
+
 def record_review(
     folder: str | Path,
     *,
@@ -247,27 +310,10 @@ def record_review(
     manifest = read_review(folder)
     info, baseline, candidate = reviewed_runs(tracker, manifest["review_of"], manifest["candidate"])
     carried: dict[str, dict[str, Any]] = manifest.get("carried") or {}
-    if scripted:
-        rows, reviewer = _scripted_rows(folder), SCRIPTED_REVIEWER
-    else:
-        rows, problems = sheet_rows(list(sheets) or [folder / REVIEW_CSV])
-        if problems:
-            raise InputError(problems)
-    decisions, problems = read_decisions(rows, manifest["queries"], carried=carried, reviewer=reviewer)
-    if problems:
-        raise InputError(problems)
+    decisions = _decisions(folder, manifest, carried, sheets, SCRIPTED_REVIEWER if scripted else reviewer, scripted)
     still, resolved = open_rejections(decisions.frame, carried)
     pair = read_pair(tracker, baseline, candidate)
-    wanted = set(decisions.frame.loc[decisions.frame["decision"] == "needs-judgment", "query_id"])
-    pooled = None
-    if wanted:
-        rankings = {
-            run.info.run_id: run.rankings[run.rankings["query_id"].isin(wanted)]
-            for run in (pair.baseline, pair.candidate)
-        }
-        pooled = pool(rankings, pair.benchmark, pair.split, int(manifest["k"]), chunking=pair.chunkings)
-        if pooled.manifest.items:
-            write_pool(pooled, Path(pool_out) if pool_out else folder / "pool")
+    pooled = _pool_needs_judgment(pair, decisions, int(manifest["k"]), Path(pool_out) if pool_out else folder / "pool")
     reviewers = sorted(set(decisions.frame["reviewer"]))
     counts = decisions.counts()
     status = "complete" if decisions.complete else "incomplete"
@@ -317,22 +363,12 @@ def record_review(
         DETAIL_CSV: (folder / DETAIL_CSV).read_bytes(),
         **({"pool/pool.json": pooled.manifest.model_dump_json(indent=1).encode()} if pooled else {}),
     }
-    try:
-        tracker.log_files(run_id, files)
-        tracker.log_metrics(
-            run_id,
-            {
-                "accepted": counts["accept"],
-                "rejected": counts["reject"],
-                "needs_judgment": counts["needs-judgment"],
-                "undecided": len(decisions.undecided),
-                "open_rejections": len(still),
-                "resolved_rejections": len(resolved),
-            },
-        )
-        digest = tracker.seal(run_id)
-    except Exception as exc:
-        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
-        raise
+    metrics = {
+        "undecided": len(decisions.undecided),
+        "open_rejections": len(still),
+        "resolved_rejections": len(resolved),
+    }
+    counted = {"accepted": counts["accept"], "rejected": counts["reject"], "needs_judgment": counts["needs-judgment"]}
+    digest = _log_and_seal(tracker, run_id, files, {**counted, **metrics})
     items = len(pooled.manifest.items) if pooled else 0
     return ReviewOutcome(run_id, digest, decisions, still, resolved, items, simulated)
