@@ -173,12 +173,7 @@ def execute_calibrate(
         rule.measure,
     )
     kappa = float(agreement.per_slice.loc["all", "weighted_kappa"])
-    reasons = []
-    if not kappa >= rule.min_weighted_kappa:  # nan fails too
-        reasons.append(f"weighted kappa {kappa:.3f} < {rule.min_weighted_kappa}")
-    if rule.min_kendall_tau is not None and not correlation.tau >= rule.min_kendall_tau:
-        reasons.append(f"Kendall's tau {correlation.tau:.3f} < {rule.min_kendall_tau} over {len(infos)} runs")
-    reasons += _slice_reasons(agreement, rule)
+    reasons = _calibration_reasons(agreement, correlation, len(infos), rule)
     passed = not reasons
     summary = result.summary()
     record = {
@@ -237,11 +232,7 @@ def execute_calibrate(
             "kendall_p": correlation.p_value,
             "runs": float(len(infos)),
             **{f"prelabel/{k}": v for k, v in summary.items()},
-            **{
-                f"weighted_kappa/{scope}": float(row["weighted_kappa"])
-                for scope, row in agreement.per_slice.iterrows()
-                if scope != "all"
-            },
+            **_slice_kappas(agreement),
         }
         tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if np.isfinite(v)})
         tracker.seal(run_id)
@@ -249,6 +240,25 @@ def execute_calibrate(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return CalibrationOutcome(run_id, passed, reasons, agreement, correlation, result)
+
+
+def _calibration_reasons(agreement: Agreement, correlation: RankCorrelation, runs: int, rule: CalibrationRule) -> list[str]:
+    """Why a calibration fails its rule (none: it passes); a nan kappa or tau fails too."""
+    kappa = float(agreement.per_slice.loc["all", "weighted_kappa"])
+    reasons = []
+    if not kappa >= rule.min_weighted_kappa:
+        reasons.append(f"weighted kappa {kappa:.3f} < {rule.min_weighted_kappa}")
+    if rule.min_kendall_tau is not None and not correlation.tau >= rule.min_kendall_tau:
+        reasons.append(f"Kendall's tau {correlation.tau:.3f} < {rule.min_kendall_tau} over {runs} runs")
+    return reasons + _slice_reasons(agreement, rule)
+
+
+def _slice_kappas(agreement: Agreement) -> dict[str, float]:
+    return {
+        f"weighted_kappa/{scope}": float(row["weighted_kappa"])
+        for scope, row in agreement.per_slice.iterrows()
+        if scope != "all"
+    }
 
 
 def _slice_reasons(agreement: Agreement, rule: CalibrationRule) -> list[str]:
