@@ -169,8 +169,8 @@ def _evidence(
     """The span a verdict judges, and the problem where it cannot be told. In a passage pool: the
     adjudicator's ``start``/``end``, else the evidence every assessor who found the item relevant
     selected (a label without a selection stands for the pooled passage), else the pooled passage
-    (a grade 0 judges the passage as pooled). In a document pool: the document (selections are
-    kept in the notes only)."""
+    (a grade 0 judges the passage as pooled). In a document pool: the document (the selections stay in
+    ``labels.jsonl``)."""
     pooled = (item.start, item.end) if item.start is not None and item.end is not None else None
     if manifest.relevanceUnit != "passage" or pooled is None:
         return pooled, None

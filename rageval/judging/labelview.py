@@ -179,6 +179,7 @@ class ReviewSheet:
         self.queries = {case.queryId: case.query for case in benchmark.cases}
         self.rubric = dict(benchmark.spec.rubric)
         self.rows = [row for _, row in read_review(path)]
+        self._lock = threading.Lock()  # one save at a time: each rewrites the whole file
 
     def summary(self) -> dict[str, Any]:
         self.rows = [row for _, row in read_review(self.path)]
@@ -239,7 +240,8 @@ class ReviewSheet:
         update = {"decision": decision.decision, "grade": decision.grade, "reviewer": decision.assessor.strip()}
         proposal = self.rows[position].model_copy(update={**update, "note": decision.notes or None})
         try:
-            saved = record_decision(self.path, position, proposal)
+            with self._lock:
+                saved = record_decision(self.path, position, proposal)
         except BenchmarkError as exc:
             raise InputError(exc.problems) from None
         self.rows[position] = saved
