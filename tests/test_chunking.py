@@ -155,3 +155,107 @@ def test_span_judgments_grade_the_chunks_that_cover_them():
 def test_overlap_above_half_the_size_is_refused(overlap):
     with pytest.raises(ValueError, match="at most half"):
         ChunkingConfig(size=120, overlap=overlap)
+
+
+# --------------------------------------------------------------------------- chunking versions
+# Version 2 reads blocks with markdown-it-py; version 1 (the hand-written parser) is kept because a
+# recorded run re-chunks exactly as it did. The three cases below are why version 2 exists.
+
+SETEXT = "Guide\n=====\n\nWhy the guide exists.\n\nSetup\n-----\n\nInstall the package first.\n"
+NESTED_FENCE = "# Examples\n\n````markdown\n```python\n# not a heading\nprint(1)\n```\n````\n\nAfter the example.\n"
+BARE_TABLE = (
+    "Ports in use by the services of this deployment.\n\n"
+    "name | port\n--|--\napi | 80\nweb | 8080\ndb | 5432\n\nAfter the table.\n"
+)
+V1 = "rageval-1"
+
+
+def blocks_of(text, parser):
+    from rageval.benchmark.blocks import parse_blocks
+
+    return [(b.kind, b.title, text[b.start : b.end]) for b in parse_blocks(text, parser)]
+
+
+def chunks_of(text, size, parser):
+    chunks = chunk_document(Document(id="d", title="T", text=text), ChunkingConfig(size=size, parser=parser))
+    return [(c.text, c.headings) for c in chunks]
+
+
+def test_setext_headings_are_headings_in_version_2_and_paragraphs_in_version_1():
+    assert blocks_of(SETEXT, "markdown-it") == [
+        ("heading", "Guide", "Guide\n=====\n"),
+        ("paragraph", "", "Why the guide exists.\n"),
+        ("heading", "Setup", "Setup\n-----\n"),
+        ("paragraph", "", "Install the package first.\n"),
+    ]
+    assert chunks_of(SETEXT, 6, "markdown-it")[-1] == ("Install the package first.", ("Guide", "Setup"))
+    assert {kind for kind, _, _ in blocks_of(SETEXT, V1)} == {"paragraph"}
+    assert chunks_of(SETEXT, 6, V1)[-1] == ("Install the package first.", ())
+
+
+def test_a_hash_line_in_a_nested_fence_is_code_in_version_2_and_a_heading_in_version_1():
+    code = "````markdown\n```python\n# not a heading\nprint(1)\n```\n````\n"
+    assert blocks_of(NESTED_FENCE, "markdown-it") == [
+        ("heading", "Examples", "# Examples\n"),
+        ("code", "", code),
+        ("paragraph", "", "After the example.\n"),
+    ]
+    assert chunks_of(NESTED_FENCE, 8, "markdown-it")[-1] == ("````\n\nAfter the example.", ("Examples",))
+    assert ("heading", "not a heading", "# not a heading\n") in blocks_of(NESTED_FENCE, V1)
+    assert chunks_of(NESTED_FENCE, 8, V1)[-1] == ("After the example.", ("not a heading",))
+
+
+def test_a_table_without_a_leading_pipe_is_kept_whole_in_version_2_and_cut_in_version_1():
+    table = "name | port\n--|--\napi | 80\nweb | 8080\ndb | 5432\n"
+    assert ("table", "", table) in blocks_of(BARE_TABLE, "markdown-it")
+    assert [text for text, _ in chunks_of(BARE_TABLE, 22, "markdown-it")] == [
+        "Ports in use by the services of this deployment.",
+        table + "\nAfter the table.",
+    ]
+    assert ("paragraph", "", table) in blocks_of(BARE_TABLE, V1)
+    assert [text for text, _ in chunks_of(BARE_TABLE, 22, V1)] == [
+        "Ports in use by the services of this deployment.\n\nname | port\n--|--\napi | 80",
+        "web | 8080\ndb | 5432\n\nAfter the table.",
+    ]
+
+
+def test_the_version_is_in_the_hash_and_new_configs_get_version_2():
+    assert ChunkingConfig().parser == "markdown-it"
+    assert config_hash(ChunkingConfig()) != config_hash(ChunkingConfig(parser=V1))
+    assert (
+        chunk_document(DOC, CONFIG)[0].chunk_id
+        != chunk_document(DOC, CONFIG.model_copy(update={"parser": V1}))[0].chunk_id
+    )
+
+
+# Measured with the code before the version field existed (commit 194d561): the demo corpus under
+# params/bm25.yaml's chunking, and the nested-fence page at size 8.
+OLD_DEMO_HASH, OLD_DEMO_CHUNKS = "85783434de96", "9d860ce470b3547d812ea3537b6bf65b1d3c303a95ff1aabd7d770057d514a72"
+OLD_FENCE_CHUNKS = [
+    ("d#b7bb29e908be-0", 0, 24, ()),
+    ("d#b7bb29e908be-1", 25, 34, ("Examples",)),
+    ("d#b7bb29e908be-2", 35, 59, ()),
+    ("d#b7bb29e908be-3", 60, 68, ("not a heading",)),
+    ("d#b7bb29e908be-4", 70, 88, ("not a heading",)),
+]
+
+
+def test_a_config_recorded_before_the_version_existed_rechunks_bit_identically():
+    import hashlib
+
+    from rageval.config.load import config_from_yaml, dump_config, load_config
+
+    recorded = dump_config(load_config(DEMO.parent.parent / "params" / "bm25.yaml"))
+    assert "  parser: markdown-it\n" in recorded  # written from now on: version 2, said so
+    old_record = recorded.replace("  parser: markdown-it\n", "")  # what a run sealed before
+    chunking = config_from_yaml(old_record).chunking
+    assert chunking.parser == V1
+    assert config_hash(chunking) == OLD_DEMO_HASH
+    chunks = chunk_corpus(demo_documents(), chunking)
+    rows = [[c.chunk_id, c.start, c.end, list(c.headings)] for c in chunks]
+    assert hashlib.sha256(json.dumps(rows).encode()).hexdigest() == OLD_DEMO_CHUNKS
+    old_size8 = config_from_yaml(
+        old_record.replace("  size: 200\n  overlap: 30\n", "  size: 8\n  overlap: 0\n")
+    ).chunking
+    fence = chunk_document(Document(id="d", title="T", text=NESTED_FENCE), old_size8)
+    assert [(c.chunk_id, c.start, c.end, c.headings) for c in fence] == OLD_FENCE_CHUNKS

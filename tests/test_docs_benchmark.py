@@ -82,3 +82,61 @@ def test_the_docs_params_and_the_sweep_load_against_it(built: Path) -> None:
     assert members["dense"].retrieval.stages[0].type == "dense"
     urls = [members[name].retrieval.stages[0].url for name in ("service-passages", "service-documents")]
     assert urls == ["http://127.0.0.1:8765/search", "http://127.0.0.1:8766/search"]
+
+
+def test_no_mkdocs_syntax_is_left_in_the_index(built: Path) -> None:
+    """Counted per line with the importer tests' patterns: in the source tree, the documents and the
+    indexed text of the default chunking's chunks (heading prefixes included)."""
+    from test_docs_import import MKDOCS_SYNTAX, syntax_left
+
+    from rageval.benchmark.chunking import chunk_corpus
+    from rageval.benchmark.schema import ChunkingConfig
+
+    source = "\n".join(p.read_text(encoding="utf-8") for p in sorted(shared("docs-trees").rglob("*.md")))
+    assert sum(syntax_left(source).values()) > 0  # there was mkdocs syntax to remove
+    documents = load_benchmark(built).documents.values()
+    chunks = chunk_corpus(documents, ChunkingConfig())
+    assert syntax_left("\n".join(d.text for d in documents)) == dict.fromkeys(MKDOCS_SYNTAX, 0)
+    assert syntax_left("\n".join(c.index_text for c in chunks)) == dict.fromkeys(MKDOCS_SYNTAX, 0)
+
+
+def test_a_handful_labelled_and_reviewed_in_the_browser(built: Path, tmp_path: Path) -> None:
+    """tools/label_docs_in_browser.py: five pieces of evidence labelled in headless Chromium become
+    span judgments of exactly their quotes, and a migration review is decided in the page."""
+    import os
+    import shutil
+
+    from servers import REQUIRE
+
+    if not (shutil.which("chromedriver") and (shutil.which("chromium") or shutil.which("chromium-browser"))):
+        if os.environ.get(REQUIRE):
+            pytest.fail(f"{REQUIRE} is set: no headless Chromium here")
+        pytest.skip("no headless Chromium here (apt-get install chromium chromium-driver)")
+    spec = importlib.util.spec_from_file_location("label_docs", ROOT / "tools" / "label_docs_in_browser.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tool.main([str(built), "--out", str(tmp_path / "out"), "--shots", str(tmp_path / "shots")])
+
+    before, after = load_benchmark(built), load_benchmark(tmp_path / "out" / "docs-v2")
+    assert sum(len(c.relevant) for c in after.cases) == sum(len(c.relevant) for c in before.cases) + 5
+    for query_id, document_id, quote, grade in tool.LABELS:
+        case = next(c for c in after.cases if c.queryId == query_id)
+        text = after.documents[document_id].text
+        start = text.index(quote)
+        assert (document_id, start, start + len(quote), grade) in {
+            (j.documentId, j.start, j.end, j.grade) for j in case.relevant
+        }
+    labels = (tmp_path / "out" / "pool" / "labels.jsonl").read_text().splitlines()
+    assert len(labels) == 5 and all('"assessor": "browser-assessor"' in line for line in labels)
+    from rageval.benchmark.migration import read_review
+
+    (review,) = (tmp_path / "out" / "docs-v2").glob("chunk-labels-*.jsonl")
+    rows = [row for _, row in read_review(review)]
+    assert [(r.status, r.decision, r.reviewer) for r in rows[:3]] == [
+        ("reviewed", "accept", "browser-reviewer"),
+        ("reviewed", "accept", "browser-reviewer"),
+        ("reviewed", "reject", "browser-reviewer"),
+    ]
+    assert all(r.status == "proposed" for r in rows[3:])
+    assert all((tmp_path / "shots" / name).stat().st_size > 20_000 for name in tool.SHOTS)

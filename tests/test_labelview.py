@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from rageval.benchmark.loading import load_benchmark
 from rageval.cli import app
 from rageval.judging import import_sheets, pool, read_pool, write_pool
-from rageval.judging.labelview import LabelSheet, SheetSource, read_sheet, serve, sheet_bytes
+from rageval.judging.labelview import LabelSheet, SheetSource, open_sheet, read_sheet, serve, sheet_bytes
 from rageval.judging.schema import ExtraItem
 
 # Text that is not ASCII (a UTF-16 surrogate pair before the evidence) and text that looks like HTML.
@@ -201,6 +201,35 @@ def test_label_in_the_browser_saves_the_exact_span(server, pool_dir, tmp_path):
     assert (shots / "1-before-save.png").stat().st_size > 10_000
     assert (shots / "2-after-save.png").stat().st_size > 10_000
 
+    # Imported and adjudicated, the label is a span judgment of exactly the selected text.
+    judgment, note = import_and_adjudicate(pool_dir, [sheet], "itemId,grade,note\n")
+    assert (judgment.documentId, judgment.start, judgment.end, judgment.grade) == (
+        "delta",
+        start,
+        start + len(EVIDENCE),
+        2,
+    )
+    assert DELTA[judgment.start : judgment.end] == EVIDENCE
+    paragraph = DELTA.index("The retry")
+    assert note["pooled"] == [paragraph, len(DELTA) - len("\n\nEnd.")]  # the passage it narrowed
+
+
+def import_and_adjudicate(pool_dir: Path, sheets: list[Path], adjudication: str):
+    """`rageval judge import` then `rageval judge adjudicate`, as a user runs them: the delta
+    judgment of q1 in the new version, and its note."""
+    result = CliRunner().invoke(app, ["judge", "import", str(pool_dir), *map(str, sheets)])
+    assert result.exit_code == 0, result.output
+    (pool_dir / "adjudication.csv").write_text(adjudication)
+    out = pool_dir.parent / "tiny-v2"
+    result = CliRunner().invoke(
+        app, ["judge", "adjudicate", str(pool_dir), "--file", str(pool_dir / "adjudication.csv"), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    case = next(c for c in load_benchmark(out).cases if c.queryId == "q1")
+    judgment = next(j for j in case.relevant if j.documentId == "delta")
+    notes = [json.loads(line) for line in (out / "judgment-notes.jsonl").read_text().splitlines()]
+    return judgment, next(n for n in notes if n["documentId"] == "delta")
+
 
 # --------------------------------------------------------------------------- over HTTP
 
@@ -322,3 +351,162 @@ def test_cli_names_a_sheet_without_its_pool(pool_dir, tmp_path):
     assert result.exit_code == 2
     said = "no pool here (keep the sheet beside its pool.json, or give --pool)"
     assert f"{alone.parent / 'pool.json'}: {said}" in result.output
+
+
+def test_selected_evidence_becomes_the_span_judgment_and_a_disagreement_needs_the_adjudicator(pool_dir, tmp_path):
+    """Two assessors select different evidence in the passage: adjudication is refused until a row
+    gives the span; labels without a selection judge the pooled passage as before."""
+    item = delta_item(pool_dir)
+    start = DELTA.index(EVIDENCE)
+    sheets = []
+    for assessor, (a, b) in (("ana", (start, start + len(EVIDENCE))), ("bo", (start, start + 5))):
+        path = tmp_path / f"sheet-{assessor}.jsonl"
+        rows = [
+            row.model_copy(update={"assessor": assessor, "grade": 3, "start": a, "end": b})
+            for row in read_sheet(pool_dir / "sheet.jsonl")
+            if row.itemId == item
+        ]
+        path.write_bytes(sheet_bytes(rows, ".jsonl"))
+        sheets.append(path)
+    labels = import_sheets(read_pool(pool_dir), sheets)
+    assert labels[["assessor", "start", "end"]].values.tolist() == [
+        ["ana", start, start + len(EVIDENCE)],
+        ["bo", start, start + 5],
+    ]
+    result = CliRunner().invoke(app, ["judge", "import", str(pool_dir), *map(str, sheets)])
+    assert result.exit_code == 0, result.output
+    (pool_dir / "adjudication.csv").write_text("itemId,grade,note\n")
+    refused = CliRunner().invoke(
+        app, ["judge", "adjudicate", str(pool_dir), "--file", str(pool_dir / "adjudication.csv")]
+    )
+    assert refused.exit_code == 2
+    assert (
+        f"the assessors selected different evidence (ana {start}-{start + len(EVIDENCE)}, bo {start}-{start + 5})"
+        in refused.output
+    )
+    assert f"add a row: {item},<final grade>,<note>,<start>,<end>" in refused.output
+
+    judgment, note = import_and_adjudicate(
+        pool_dir, sheets, f"itemId,grade,note,start,end\n{item},3,the whole phrase,{start},{start + len(EVIDENCE)}\n"
+    )
+    assert (judgment.start, judgment.end, judgment.grade) == (start, start + len(EVIDENCE), 3)
+    assert note["adjudication"]["note"] == "the whole phrase"
+
+
+def test_a_label_without_a_selection_judges_the_pooled_passage(pool_dir, tmp_path):
+    item = delta_item(pool_dir)
+    path = tmp_path / "sheet-hand.jsonl"
+    rows = [
+        r.model_copy(update={"assessor": "cy", "grade": 1})
+        for r in read_sheet(pool_dir / "sheet.jsonl")
+        if r.itemId == item
+    ]
+    path.write_bytes(sheet_bytes(rows, ".jsonl"))
+    judgment, note = import_and_adjudicate(pool_dir, [path], "itemId,grade,note\n")
+    pooled = next(i for i in read_pool(pool_dir).items if i.itemId == item)
+    assert (judgment.start, judgment.end, judgment.grade) == (pooled.start, pooled.end, 1)
+    assert "pooled" not in note
+    labels = (pool_dir / "labels.jsonl").read_text()
+    assert '"start"' not in labels  # nothing selected, nothing recorded
+
+
+# --------------------------------------------------------------------------- label-migration review
+
+
+@pytest.fixture
+def review(tmp_path):
+    """A tiny benchmark whose whole-document chunking labels are migrated to 6-word chunks: the
+    review file ``rageval migrate-labels`` writes, served by the view."""
+    from rageval.benchmark.migration import migrate_labels
+    from rageval.benchmark.schema import ChunkingConfig
+
+    benchmark = load_benchmark(write_tiny(tmp_path / "tiny"))
+    small = ChunkingConfig(size=6, overlap=0, headings=False)
+    path, proposals = migrate_labels(benchmark, ChunkingConfig(method="none"), small)
+    http = serve(open_sheet(SheetSource(sheet=path)), 0)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{http.server_address[1]}", path, benchmark, small
+    http.shutdown()
+    http.server_close()
+    thread.join(5)
+
+
+def test_migration_review_in_the_browser_accepts_rejects_and_regrades(review, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as seen
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from rageval.benchmark.migration import chunk_labels, read_review
+
+    url, path, benchmark, small = review
+    rows = [row for _, row in read_review(path)]
+    first, second = rows[0], rows[1]  # q1's two chunks of alpha, from the span alpha[9:57] of grade 3
+    alpha = benchmark.documents["alpha"].text
+    driver = chromium()
+    try:
+        driver.get(url)
+        wait = WebDriverWait(driver, 15)
+        wait.until(seen.text_to_be_present_in_element((By.ID, "documentId"), "alpha"))
+        assert driver.find_element(By.ID, "who").text == "Reviewer"
+        assert driver.find_element(By.ID, "decision").is_displayed()
+        # The migrated chunk [0, 34) in yellow, the judged span [9, 57) it came from in green.
+        marks = [
+            (m.get_attribute("class"), m.get_attribute("textContent"))
+            for m in driver.find_elements(By.CSS_SELECTOR, "#doc mark")
+        ]
+        assert (first.start, first.end) == (0, 34)
+        assert marks == [("pooled", alpha[0:9]), ("selected", alpha[9:34]), ("selected", alpha[34:57])]
+        assert driver.find_element(By.ID, "grade-3").is_selected()  # the proposed grade
+        driver.find_element(By.ID, "decision-accept").click()
+        driver.find_element(By.ID, "grade-2").click()  # the chunk holds only part of the evidence
+        driver.find_element(By.ID, "assessor").send_keys("ana")
+        driver.find_element(By.ID, "notes").send_keys("half the sentence")
+        if SHOTS:
+            driver.save_screenshot(str(SHOTS / "migration-review.png"))
+        driver.find_element(By.ID, "save").click()
+        wait.until(seen.text_to_be_present_in_element((By.ID, "status"), "Saved."))
+        driver.find_element(By.CSS_SELECTOR, "li[data-item-id='row-2']").click()
+        wait.until(seen.text_to_be_present_in_element((By.ID, "title"), second.chunkId))
+        driver.find_element(By.ID, "decision-reject").click()
+        driver.find_element(By.ID, "save").click()
+        wait.until(seen.text_to_be_present_in_element((By.ID, "status"), "Saved."))
+        done = driver.find_elements(By.CSS_SELECTOR, "#items li.done")
+        assert [li.get_attribute("data-item-id") for li in done] == ["row-1", "row-2"]
+    finally:
+        driver.quit()
+
+    after = [row for _, row in read_review(path)]
+    assert (after[0].status, after[0].decision, after[0].grade, after[0].reviewer, after[0].note) == (
+        "reviewed",
+        "accept",
+        2,
+        "ana",
+        "half the sentence",
+    )
+    assert (after[1].status, after[1].decision, after[1].grade, after[1].reviewer) == ("reviewed", "reject", 3, "ana")
+    assert all(row.status == "proposed" for row in after[2:]) and after[2:] == rows[2:]
+    # The review is what the chunk qrels of that chunking now read: accepted at 2, rejected gone.
+    from rageval.benchmark.chunking import chunk_corpus
+
+    chunks = chunk_corpus(benchmark.documents.values(), small)
+    labels = chunk_labels(benchmark, chunks, small, "dev")
+    assert labels.source == "migrated"
+    assert labels.qrels["q1"] == {first.chunkId: 2}
+
+
+@pytest.mark.parametrize(
+    ("decision", "says"),
+    [
+        ({"assessor": "ana", "grade": 9, "decision": "accept"}, "grade 9 is outside the rubric"),
+        ({"assessor": " ", "grade": 2, "decision": "accept"}, "a decision without a reviewer"),
+        ({"assessor": "ana", "grade": 2, "decision": "maybe"}, "decision"),
+        ({"assessor": "ana", "grade": 2}, "decision"),
+    ],
+)
+def test_a_bad_review_decision_is_refused_and_the_file_kept(review, decision, says):
+    url, path, _, _ = review
+    before = path.read_bytes()
+    status, body = post(f"{url}/api/items/row-1", decision)
+    assert status == 400 and any(says in problem for problem in body["problems"]), body
+    assert path.read_bytes() == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 
@@ -227,3 +228,43 @@ def test_cli_migrate_and_review(demo, tmp_path):
     assert f"5 reviewed (5 accepted, 0 rejected), {len(rows) - 5} still proposed" in result.output
     result = runner.invoke(app, ["migrate-labels", str(demo), "--from", str(small), "--to", str(small)])
     assert result.exit_code == 2 and "same chunking" in result.output
+
+
+def test_a_label_chunking_recorded_before_the_chunking_version_still_loads(demo):
+    """benchmark.yaml written before ChunkingConfig.parser existed: its labelChunking has no
+    parser and the hash version 1 gave (measured at commit 194d561 for params/bm25.yaml's chunking)."""
+    old = {k: v for k, v in A.model_dump(mode="json").items() if k != "parser"}
+    spec = yaml.safe_load((demo / "benchmark.yaml").read_text())
+    spec["labelChunking"] = {"hash": "85783434de96", "config": old}
+    (demo / "benchmark.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    benchmark = load_benchmark(demo)
+    v1 = A.model_copy(update={"parser": "rageval-1"})
+    assert config_hash(v1) == "85783434de96" != config_hash(A)
+    chunks = chunk_corpus(benchmark.documents.values(), v1)
+    assert chunk_labels(benchmark, chunks, v1, "release").status == "exact"  # labels made for it
+
+
+def test_a_decision_on_a_row_that_changed_is_refused_and_the_file_kept(demo):
+    from rageval.benchmark.migration import record_decision
+
+    benchmark = load_benchmark(demo)
+    path, proposals = migrate_labels(benchmark, A, B)
+    before = path.read_bytes()
+    decided = proposals[1].model_copy(update={"decision": "accept", "grade": 1, "reviewer": "ana"})
+    with pytest.raises(BenchmarkError) as caught:
+        record_decision(path, 0, decided)  # row 1 is another chunk's label
+    (problem,) = caught.value.problems
+    assert (problem.file, problem.line) == (str(path), 1)
+    assert "reload the review" in problem.fix
+    assert path.read_bytes() == before
+    saved = record_decision(path, 1, decided, date=dt.date(2026, 12, 2))
+    rows = [row for _, row in read_review(path)]
+    assert rows[1] == saved and (saved.status, saved.decision, saved.grade, saved.reviewer) == (
+        "reviewed",
+        "accept",
+        1,
+        "ana",
+    )
+    assert str(saved.reviewedOn) == "2026-12-02"
+    assert rows[:1] + rows[2:] == proposals[:1] + proposals[2:]
+    assert [p.name for p in path.parent.iterdir() if p.name.startswith(".")] == []  # no temporary left

@@ -10,7 +10,8 @@ The markdown chunker cuts a document's token sequence into windows of at most ``
 of a block (paragraph, list, table, code block), at a line end. With ``code_blocks``/``tables`` set
 to ``atomic`` no window ends inside such a block unless the block alone exceeds ``size``; then it is
 cut at line ends. With ``headings`` the title and the heading path above a chunk are prefixed to
-its indexed text (not to its offsets).
+its indexed text (not to its offsets). Blocks come from the chunking's ``parser``, its version
+(:mod:`rageval.benchmark.blocks`: markdown-it-py from version 2; version 1 kept for recorded runs).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rageval.benchmark.schema import Case, ChunkingConfig, Document
+from rageval.benchmark.blocks import Block, parse_blocks
+from rageval.benchmark.schema import LEGACY_CHUNK_PARSER, Case, ChunkingConfig, Document
 from rageval.benchmark.spans import covers
 from rageval.benchmark.tokenizers import get_tokenizer
 
-ALGORITHM = "rageval-chunking/1"
+# The chunking algorithm's version, by block parser (rageval.benchmark.blocks): part of the hash.
+ALGORITHMS: dict[str, str] = {"rageval-1": "rageval-chunking/1", "markdown-it": "rageval-chunking/2"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +58,12 @@ class Chunk:
 
 
 def config_hash(config: ChunkingConfig) -> str:
-    """12 hex digits identifying the chunking configuration and algorithm version."""
-    payload = json.dumps({"algorithm": ALGORITHM, **config.model_dump(mode="json")}, sort_keys=True)
+    """12 hex digits identifying the chunking configuration and algorithm version. A version-1
+    chunking hashes as it did before ``parser`` existed, so recorded chunk IDs stay valid."""
+    fields = config.model_dump(mode="json")
+    if config.parser == LEGACY_CHUNK_PARSER:
+        del fields["parser"]
+    payload = json.dumps({"algorithm": ALGORITHMS[config.parser], **fields}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -68,64 +75,10 @@ def parent_of(chunk_id_: str) -> str:
     return chunk_id_.rsplit("#", 1)[0]
 
 
-# --------------------------------------------------------------------------- markdown blocks
-
-_FENCE = re.compile(r"^(```|~~~)")
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# --------------------------------------------------------------------------- heading paths
 
 
-@dataclass(frozen=True)
-class _Block:
-    start: int
-    end: int
-    kind: str  # heading | paragraph | code | table
-    level: int = 0
-    title: str = ""
-
-
-def _blocks(text: str) -> list[_Block]:
-    """Split markdown into blocks with character offsets; headings inside code fences are code."""
-    blocks: list[_Block] = []
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    i = 0
-    while i < len(lines):
-        line = lines[i].rstrip("\r\n")
-        start = offsets[i]
-        if not line.strip():
-            i += 1
-            continue
-        fence = _FENCE.match(line.lstrip())
-        if fence:
-            j = i + 1
-            while j < len(lines) and not lines[j].lstrip().startswith(fence.group(1)):
-                j += 1
-            j = min(j + 1, len(lines))
-            blocks.append(_Block(start, offsets[j], "code"))
-            i = j
-            continue
-        heading = _HEADING.match(line)
-        if heading:
-            blocks.append(_Block(start, offsets[i + 1], "heading", len(heading.group(1)), heading.group(2)))
-            i += 1
-            continue
-        kind = "table" if line.lstrip().startswith("|") else "paragraph"
-        j = i + 1
-        while j < len(lines):
-            nxt = lines[j].rstrip("\r\n")
-            if not nxt.strip() or _FENCE.match(nxt.lstrip()) or _HEADING.match(nxt):
-                break
-            if (kind == "table") != nxt.lstrip().startswith("|"):
-                break
-            j += 1
-        blocks.append(_Block(start, offsets[j], kind))
-        i = j
-    return blocks
-
-
-def _heading_path(blocks: list[_Block], start: int) -> tuple[str, ...]:
+def _heading_path(blocks: list[Block], start: int) -> tuple[str, ...]:
     """Headings above a chunk starting at ``start``; a heading the chunk begins with is its text."""
     path: list[tuple[int, str]] = []
     for block in blocks:
@@ -151,7 +104,7 @@ def chunk_document(document: Document, config: ChunkingConfig, digest: str | Non
     if not spans:
         return [_make_chunk(document, config, digest, 0, 0, len(text), (), tokens=0)]
 
-    blocks = _blocks(text)
+    blocks = parse_blocks(text, config.parser)
     windows = _windows(text, spans, blocks, config)
     chunks = []
     for position, (first, last) in enumerate(windows):
@@ -189,7 +142,7 @@ def _make_chunk(
 
 
 def _windows(
-    text: str, spans: list[tuple[int, int]], blocks: list[_Block], config: ChunkingConfig
+    text: str, spans: list[tuple[int, int]], blocks: list[Block], config: ChunkingConfig
 ) -> list[tuple[int, int]]:
     """Token windows ``[first, last)`` covering every token."""
     starts = [s for s, _ in spans]

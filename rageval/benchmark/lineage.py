@@ -21,7 +21,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from rageval.benchmark.chunking import config_hash
-from rageval.benchmark.schema import BENCHMARK_FILE, CASES_FILE, BenchmarkSpec, Case, ChunkingConfig, Predecessor
+from rageval.benchmark.schema import (
+    BENCHMARK_FILE,
+    CASES_FILE,
+    BenchmarkSpec,
+    Case,
+    ChunkingConfig,
+    Predecessor,
+    recorded_chunking,
+)
 from rageval.errors import BenchmarkError, Problem
 from rageval.hashing import sha256_file
 from rageval.io import is_file, read_jsonl, read_yaml
@@ -37,7 +45,7 @@ def check_label_chunking(spec: BenchmarkSpec, lines: Lines, problems: list[Probl
         return
     where = lines.get(("labelChunking",))
     try:
-        config = ChunkingConfig.model_validate(recorded.config)
+        config = ChunkingConfig.model_validate(recorded_chunking(recorded.config))
     except ValidationError as exc:
         problems.extend(
             problems_from_validation(

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,6 +212,40 @@ def _write_rows(path: Path, rows: Iterable[LabelProposal]) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row.model_dump(mode="json"), ensure_ascii=False) + "\n")
+
+
+def record_decision(path: Path, position: int, decision: LabelProposal, date: dt.date | None = None) -> LabelProposal:
+    """Write one reviewer's decision on row ``position`` (0-based) of a review file: ``decision``
+    holds its ``decision``, ``grade``, ``reviewer`` and ``note``; the row becomes ``reviewed`` on
+    ``date``. The file is read again first (rows decided meanwhile are kept), checked whole, and
+    replaced atomically; a row whose chunk or sources differ from ``decision``'s is refused."""
+    rows = [row for _, row in read_review(path)]
+    if not 0 <= position < len(rows) or (rows[position].queryId, rows[position].chunkId) != (
+        decision.queryId,
+        decision.chunkId,
+    ):
+        raise BenchmarkError(
+            Problem(
+                file=str(path),
+                line=position + 1,
+                message=f"row {position + 1} is not the label of {decision.queryId} / {decision.chunkId} any more",
+                fix="reload the review (the file was re-proposed meanwhile)",
+            )
+        )
+    kept = {"decision", "grade", "reviewer", "note"}
+    rows[position] = rows[position].model_copy(
+        update={**decision.model_dump(include=kept), "status": "reviewed", "reviewedOn": date or dt.date.today()}
+    )
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
+    os.close(handle)
+    try:
+        _write_rows(Path(temporary), rows)
+        read_review(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return rows[position]
 
 
 def read_review(path: str | Path) -> list[tuple[int, LabelProposal]]:

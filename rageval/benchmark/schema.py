@@ -221,10 +221,22 @@ TokenizerName = Annotated[
 ]
 
 
+# The Markdown block parser a chunking reads blocks (headings, paragraphs, code, tables) with: the
+# chunking version. ``markdown-it`` (CommonMark with tables, through markdown-it-py) is version 2;
+# ``rageval-1`` is the hand-written parser of every chunking recorded before this field existed.
+ChunkParser = Literal["markdown-it", "rageval-1"]
+CHUNK_PARSERS: tuple[str, ...] = get_args(ChunkParser)
+LEGACY_CHUNK_PARSER: ChunkParser = "rageval-1"
+
+
 class ChunkingConfig(Strict):
     """How documents are cut into chunks. Its hash is part of every chunk ID."""
 
     method: Literal["none", "markdown"] = "markdown"
+    parser: ChunkParser = Field(
+        default="markdown-it",
+        description="Markdown block parser, the chunking version: markdown-it (2) or rageval-1 (runs recorded before)",
+    )
     tokenizer: TokenizerName = "words"
     size: StrictInt = Field(default=200, gt=0, description="max tokens per chunk")
     overlap: StrictInt = Field(default=0, ge=0, description="tokens repeated from the previous chunk")
@@ -239,3 +251,12 @@ class ChunkingConfig(Strict):
         if size is not None and value > size // 2:
             raise ValueError(f"overlap ({value}) must be at most half of size ({size})")
         return value
+
+
+def recorded_chunking(section: Any) -> Any:
+    """A chunking section as a run or a benchmark recorded it, ready to validate: one recorded
+    before ``parser`` existed was chunked by the version-1 parser, and is read so (a params file a
+    user writes from now on gets the default, ``markdown-it``)."""
+    if isinstance(section, dict) and "parser" not in section:
+        return {**section, "parser": LEGACY_CHUNK_PARSER}
+    return section

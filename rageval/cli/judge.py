@@ -158,16 +158,23 @@ def judge_import(
 
 @judge_app.command("label-view")
 def judge_label_view(
-    sheet: Annotated[Path, typer.Argument(help="the sheet to fill (.csv or .jsonl, as `judge pool` wrote it)")],
+    sheet: Annotated[
+        Path,
+        typer.Argument(
+            help="the sheet to fill (.csv or .jsonl, as `judge pool` wrote it), or a label-migration review "
+            "file (chunk-labels-<hash>.jsonl in a benchmark folder)"
+        ),
+    ],
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 8765,
     pool_file: Annotated[Path | None, typer.Option("--pool", help="pool.json [default: beside the sheet]")] = None,
     benchmark: Annotated[Path | None, typer.Option(help="benchmark folder [default: the pool's]")] = None,
 ) -> None:
-    """Label a sheet in the browser: read each document, select the evidence, pick a grade, save."""
-    from rageval.judging.labelview import LabelSheet, SheetSource, serve
+    """Label a sheet in the browser: read each document, select the evidence, pick a grade, save. Or
+    review migrated labels: accept or reject each, change its grade, save."""
+    from rageval.judging.labelview import SheetSource, open_sheet, serve
 
-    input_file(sheet, "SHEET", "give the sheet.csv or sheet.jsonl of a pool folder")
-    labels = LabelSheet(SheetSource(sheet=sheet, pool=pool_file, benchmark=benchmark))
+    input_file(sheet, "SHEET", "give the sheet.csv or sheet.jsonl of a pool folder, or a chunk-labels-*.jsonl")
+    labels = open_sheet(SheetSource(sheet=sheet, pool=pool_file, benchmark=benchmark))
     try:
         server = serve(labels, port)
     except OSError as error:
@@ -221,7 +228,9 @@ def judge_agreement(
 @judge_app.command("adjudicate")
 def judge_adjudicate(
     pool_dir: Annotated[Path, typer.Argument(help="the pool folder")],
-    file: Annotated[Path, typer.Option("--file", help="adjudication file (.csv or .jsonl): itemId, grade, note")],
+    file: Annotated[
+        Path, typer.Option("--file", help="adjudication file (.csv or .jsonl): itemId, grade, note[, start, end]")
+    ],
     labels: Annotated[Path | None, typer.Option(help="[default: POOL_DIR/labels.jsonl]")] = None,
     benchmark: Annotated[Path | None, typer.Option(help="[default: the benchmark the pool was made on]")] = None,
     version: Annotated[str | None, typer.Option(help="the new version [default: the last number + 1]")] = None,

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from rageval.benchmark.schema import recorded_chunking
 from rageval.benchmark.tokenizers import get_tokenizer
 from rageval.config.schema import RunConfig
 from rageval.errors import ConfigError, Problem
@@ -208,6 +209,8 @@ def dump_config(config: RunConfig) -> str:
 def config_from_yaml(text: str, file: str = "config.yaml") -> RunConfig:
     """A configuration as a run recorded it (:func:`dump_config`), read back."""
     data, lines = parse_yaml(text, file, ConfigError)
+    if isinstance(data, dict):  # recorded before the chunking version existed: version 1
+        data["chunking"] = recorded_chunking(data.get("chunking", {}))
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:

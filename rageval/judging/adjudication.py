@@ -33,16 +33,20 @@ from rageval.judging.schema import (
     outside_rubric,
     valid_rows,
 )
+from rageval.judging.sheets import label_span
 from rageval.validation import shorten
 
 
 def read_adjudication(path: str | Path, manifest: PoolManifest) -> list[tuple[int, AdjudicationRow]]:
-    """An adjudication file (CSV or JSONL: itemId, grade, note): one final grade per pooled item."""
+    """An adjudication file (CSV or JSONL: itemId, grade, note, and optionally start, end): one final
+    grade per pooled item."""
     rows, problems = read_table(path)
     out: list[tuple[int, AdjudicationRow]] = []
     seen: dict[str, int] = {}  # item -> line of its row
     check = partial(_adjudication_problem, manifest=manifest, seen=seen)
-    for line, row in valid_rows(rows, AdjudicationRow, str(path), problems, integers=["grade"], check=check):
+    for line, row in valid_rows(
+        rows, AdjudicationRow, str(path), problems, integers=["grade", "start", "end"], check=check
+    ):
         seen[row.itemId] = line
         out.append((line, row))
     if problems:
@@ -62,6 +66,14 @@ def _adjudication_problem(row: AdjudicationRow, at: At, manifest: PoolManifest, 
             message=f"item '{shorten(row.itemId)}' is adjudicated twice (first on line {seen[row.itemId]})",
             fix="keep one row per item",
         )
+    if (row.start is None) != (row.end is None) or (
+        row.start is not None and row.end is not None and row.end <= row.start
+    ):
+        return at(
+            field="start",
+            message=f"the evidence {row.start}-{row.end} is not a span (give both start and end, start < end)",
+            fix="give the evidence's character offsets in the item's document, or leave both empty",
+        )
     return outside_rubric(row.grade, manifest, at)
 
 
@@ -73,6 +85,9 @@ class Verdict:
     grade: int
     labels: tuple[tuple[str, int, str], ...]  # assessor, grade, notes
     adjudication: AdjudicationRow | None
+    # The judged span: the evidence the assessors selected (or the adjudicator gave) in a passage
+    # pool, else the pooled passage; None for a whole document.
+    span: tuple[int, int] | None = None
 
 
 def verdicts(
@@ -86,6 +101,7 @@ def verdicts(
     stays unjudged."""
     decided = {row.itemId: row for _, row in adjudication}
     by_item: dict[str, list[tuple[str, int, str]]] = {}
+    selected: dict[str, dict[str, tuple[int, int] | None]] = {}  # item -> assessor -> evidence
     for row in labels.itertuples(index=False):
         if manifest.item(row.item_id) is None:
             raise BenchmarkError(
@@ -97,13 +113,16 @@ def verdicts(
                 )
             )
         by_item.setdefault(row.item_id, []).append((row.assessor, int(row.grade), row.notes))
+        selected.setdefault(row.item_id, {})[row.assessor] = label_span(row)
     problems = []
     out = []
     for item in manifest.items:
         given = tuple(sorted(by_item.get(item.itemId, [])))
         row = decided.get(item.itemId)
         if row is not None:
-            out.append(Verdict(item, row.grade, given, row))
+            span, problem = _evidence(manifest, item, row.grade, given, selected.get(item.itemId, {}), row, file)
+            out.append(Verdict(item, row.grade, given, row, span))
+            problems.extend([problem] if problem else [])
         elif (
             given
             and manifest.split == RELEASE_SPLIT
@@ -120,7 +139,9 @@ def verdicts(
                 )
             )
         elif given and len({grade for _, grade, _ in given}) == 1:
-            out.append(Verdict(item, given[0][1], given, None))
+            span, problem = _evidence(manifest, item, given[0][1], given, selected.get(item.itemId, {}), None, file)
+            out.append(Verdict(item, given[0][1], given, None, span))
+            problems.extend([problem] if problem else [])
         elif given:
             spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
             problems.append(
@@ -134,6 +155,41 @@ def verdicts(
     if problems:
         raise BenchmarkError(problems)
     return out
+
+
+def _evidence(
+    manifest: PoolManifest,
+    item: PoolItem,
+    grade: int,
+    given: tuple[tuple[str, int, str], ...],
+    selected: dict[str, tuple[int, int] | None],
+    row: AdjudicationRow | None,
+    file: str,
+) -> tuple[tuple[int, int] | None, Problem | None]:
+    """The span a verdict judges, and the problem where it cannot be told. In a passage pool: the
+    adjudicator's ``start``/``end``, else the evidence every assessor who found the item relevant
+    selected (a label without a selection stands for the pooled passage), else the pooled passage
+    (a grade 0 judges the passage as pooled). In a document pool: the document (the selections stay in
+    ``labels.jsonl``)."""
+    pooled = (item.start, item.end) if item.start is not None and item.end is not None else None
+    if manifest.relevanceUnit != "passage" or pooled is None:
+        return pooled, None
+    if row is not None and row.start is not None and row.end is not None:
+        return (row.start, row.end), None
+    if grade == 0:
+        return pooled, None
+    spans = {selected.get(assessor) or pooled for assessor, label_grade, _ in given if label_grade > 0}
+    if len(spans) <= 1:
+        return (spans.pop() if spans else pooled), None
+    shown = ", ".join(
+        f"{assessor} {a}-{b}" for assessor, (a, b) in sorted((k, v or pooled) for k, v in selected.items())
+    )
+    return pooled, Problem(
+        file=file,
+        field="start",
+        message=f"item '{shorten(item.itemId)}' (case {item.queryId}): the assessors selected different evidence ({shown})",
+        fix=f"add a row: {item.itemId},<final grade>,<note>,<start>,<end> (the evidence to judge)",
+    )
 
 
 def adjudicate(
@@ -161,7 +217,9 @@ def adjudicate(
     date = date or dt.date.today()
     version = version or next_version(benchmark.spec.version)
     by_case: dict[str, list[Verdict]] = {}
-    for verdict in verdicts(manifest, labels, adjudication, file=file):
+    final = verdicts(manifest, labels, adjudication, file=file)
+    _check_spans(final, benchmark, file)
+    for verdict in final:
         by_case.setdefault(verdict.item.queryId, []).append(verdict)
 
     added: list[str] = []
@@ -194,6 +252,26 @@ def adjudicate(
     return write_version(benchmark, version, cases=cases, changes=changes, notes=notes, spec_updates=updates, out=out)
 
 
+def _check_spans(final: Sequence[Verdict], benchmark: Benchmark, file: str) -> None:
+    """Every judged span lies inside its document's text."""
+    problems = []
+    for verdict in final:
+        document = benchmark.documents.get(verdict.item.documentId)
+        if verdict.span is not None and document is not None and verdict.span[1] > len(document.text):
+            a, b = verdict.span
+            problems.append(
+                Problem(
+                    file=file,
+                    field="end",
+                    message=f"item '{shorten(verdict.item.itemId)}': the evidence {a}-{b} runs past the end of "
+                    f"document '{shorten(document.id)}' ({len(document.text)} characters)",
+                    fix="select the evidence again in `rageval judge label-view` (or correct start/end)",
+                )
+            )
+    if problems:
+        raise BenchmarkError(problems)
+
+
 def _check_pooled_on(manifest: PoolManifest, benchmark: Benchmark) -> None:
     """A pool is adjudicated into the version it was made on: same name, version and cases."""
     if (manifest.benchmark, manifest.version) != (
@@ -219,12 +297,9 @@ def _judge(
     gained = changed = False
     for verdict in final:
         item = verdict.item
-        judgment = Judgment(documentId=item.documentId, grade=verdict.grade, start=item.start, end=item.end)
-        same = [
-            i
-            for i, j in enumerate(relevant)
-            if (j.documentId, j.start, j.end) == (item.documentId, item.start, item.end)
-        ]
+        start, end = verdict.span if verdict.span is not None else (None, None)
+        judgment = Judgment(documentId=item.documentId, grade=verdict.grade, start=start, end=end)
+        same = [i for i, j in enumerate(relevant) if (j.documentId, j.start, j.end) == (item.documentId, start, end)]
         if same and all(relevant[i].grade == verdict.grade for i in same):
             continue
         if same:
@@ -240,11 +315,19 @@ def _judge(
                 "queryId": case.queryId,
                 "itemId": item.itemId,
                 "documentId": item.documentId,
-                "start": item.start,
-                "end": item.end,
+                "start": start,
+                "end": end,
+                **({"pooled": [item.start, item.end]} if (start, end) != (item.start, item.end) else {}),
                 "grade": verdict.grade,
                 "labels": [{"assessor": a, "grade": g, "notes": n} for a, g, n in verdict.labels],
-                "adjudication": None if verdict.adjudication is None else verdict.adjudication.model_dump(),
+                "adjudication": _adjudication_note(verdict.adjudication),
             }
         )
     return relevant, gained, changed
+
+
+def _adjudication_note(row: AdjudicationRow | None) -> dict[str, Any] | None:
+    """An adjudication row as its note records it (``start``/``end`` only where given)."""
+    if row is None:
+        return None
+    return row.model_dump(exclude={key for key in ("start", "end") if getattr(row, key) is None})

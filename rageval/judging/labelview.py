@@ -8,6 +8,11 @@ that ``rageval judge import`` reads it back: before a save replaces the file, th
 pass :func:`~rageval.judging.sheets.import_sheets`. Offsets are Python string indices (code
 points); the page converts its selection to them. Every text reaches the page as JSON and is set
 as text (``textContent``), never as HTML.
+
+The same page reviews a label-migration file (``chunk-labels-<hash>.jsonl``, see
+:mod:`rageval.benchmark.migration`): each proposed chunk label is shown in its document with the
+judged span it came from, and the reviewer accepts or rejects it, or changes its grade
+(:class:`ReviewSheet`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import StrictInt, StrictStr, ValidationError
 
 from rageval.benchmark.loading import load_benchmark
+from rageval.benchmark.migration import REVIEW_PREFIX, read_review, record_decision
 from rageval.benchmark.schema import Document
 from rageval.errors import BenchmarkError, InputError, Problem
 from rageval.io import read_table
@@ -45,6 +51,15 @@ class Label(Strict):
     notes: StrictStr = ""
     start: StrictInt
     end: StrictInt
+
+
+class Decision(Strict):
+    """What the page sends on Save in a migration review: one reviewer's decision on one row."""
+
+    assessor: StrictStr  # the reviewer
+    grade: StrictInt
+    notes: StrictStr = ""
+    decision: Literal["accept", "reject"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,11 @@ class LabelSheet:
             for r in self.rows
         ]
         rubric = [{"grade": g, "text": t} for g, t in sorted(self.manifest.rubric.items())]
-        return {"sheet": str(self.path), "items": items, "rubric": rubric}
+        return {"sheet": str(self.path), "mode": "label", "items": items, "rubric": rubric}
+
+    def save_json(self, item_id: str, body: bytes) -> dict[str, Any]:
+        row = self.save(item_id, _parsed(Label, body))
+        return {"saved": row.model_dump(mode="json"), "sheet": str(self.path)}
 
     def item(self, item_id: str) -> dict[str, Any]:
         """One item as the page shows it: the query, the whole document, the pooled span, the label so far."""
@@ -140,6 +159,102 @@ class LabelSheet:
         return found
 
 
+def _parsed(model: type[Strict], body: bytes) -> Any:
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise InputError(problems_from_validation(exc, file="<label>", model=model)) from None
+
+
+class ReviewSheet:
+    """A label-migration review file (``chunk-labels-<hash>.jsonl`` in a benchmark folder) in the
+    page: an item is a row, its passage the migrated chunk (yellow), its evidence the judged span
+    the label came from (green); Save records accept or reject, the grade and a note
+    (:func:`~rageval.benchmark.migration.record_decision`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        benchmark = load_benchmark(path.parent, retention=False)
+        self.documents: dict[str, Document] = benchmark.documents
+        self.queries = {case.queryId: case.query for case in benchmark.cases}
+        self.rubric = dict(benchmark.spec.rubric)
+        self.rows = [row for _, row in read_review(path)]
+        self._lock = threading.Lock()  # one save at a time: each rewrites the whole file
+
+    def summary(self) -> dict[str, Any]:
+        self.rows = [row for _, row in read_review(self.path)]
+        items = [
+            {
+                "itemId": f"row-{n + 1}",
+                "queryId": row.queryId,
+                "query": self.queries.get(row.queryId, ""),
+                "title": f"{row.chunkId} ({row.status}{', ' + row.decision if row.decision else ''})",
+                "grade": row.grade if row.status == "reviewed" else None,
+            }
+            for n, row in enumerate(self.rows)
+        ]
+        rubric = [{"grade": g, "text": t} for g, t in sorted(self.rubric.items())]
+        return {"sheet": str(self.path), "mode": "review", "items": items, "rubric": rubric}
+
+    def _position(self, item_id: str) -> int:
+        number = item_id.removeprefix("row-")
+        if not number.isdigit() or not 0 < int(number) <= len(self.rows):
+            raise InputError(Problem(file=str(self.path), message=f"no row '{shorten(item_id)}' in this review"))
+        return int(number) - 1
+
+    def item(self, item_id: str) -> dict[str, Any]:
+        row = self.rows[self._position(item_id)]
+        document = self.documents.get(row.documentId)
+        if document is None:
+            message = f"document '{shorten(row.documentId)}' is not in the benchmark"
+            raise InputError(Problem(file=str(self.path), message=message, fix="run `rageval migrate-labels` again"))
+        source = next((s for s in row.sources if s.start is not None and s.end is not None), None)
+        evidence = [source.start, source.end] if source else [0, len(document.text)]
+        return {
+            "itemId": item_id,
+            "queryId": row.queryId,
+            "query": self.queries.get(row.queryId, ""),
+            "assessor": row.reviewer,
+            "grade": row.grade,
+            "notes": row.note or "",
+            "decision": row.decision,
+            "documentId": document.id,
+            "title": f"{document.title or ''} · chunk {row.chunkId}, overlap {row.overlap:.2f}",
+            "text": document.text,
+            "pooled": [row.start, row.end],
+            "selected": evidence,
+        }
+
+    def save_json(self, item_id: str, body: bytes) -> dict[str, Any]:
+        decision = _parsed(Decision, body)
+        where = Problem(file=str(self.path), line=self._position(item_id) + 1, message="")
+        if decision.grade not in self.rubric:
+            grades = ", ".join(map(str, sorted(self.rubric)))
+            message = f"grade {decision.grade} is outside the rubric ({grades})"
+            raise InputError(replace(where, field="grade", message=message, fix="pick a grade of the rubric"))
+        if not decision.assessor.strip():
+            raise InputError(
+                replace(where, field="reviewer", message="a decision without a reviewer", fix="write your name")
+            )
+        position = self._position(item_id)
+        update = {"decision": decision.decision, "grade": decision.grade, "reviewer": decision.assessor.strip()}
+        proposal = self.rows[position].model_copy(update={**update, "note": decision.notes or None})
+        try:
+            with self._lock:
+                saved = record_decision(self.path, position, proposal)
+        except BenchmarkError as exc:
+            raise InputError(exc.problems) from None
+        self.rows[position] = saved
+        return {"saved": saved.model_dump(mode="json"), "sheet": str(self.path)}
+
+
+def open_sheet(source: SheetSource) -> LabelSheet | ReviewSheet:
+    """The labeling session for ``source``: a migration review file, or an assessor sheet."""
+    if source.sheet.name.startswith(REVIEW_PREFIX) and source.sheet.suffix == ".jsonl":
+        return ReviewSheet(source.sheet)
+    return LabelSheet(source)
+
+
 def read_sheet(path: Path) -> list[SheetRow]:
     """The rows of a sheet (CSV or JSONL) as written or filled so far; every bad row is reported."""
     rows, problems = read_table(path)
@@ -181,14 +296,14 @@ def _write_checked(path: Path, rows: list[SheetRow], manifest: PoolManifest) -> 
 # --------------------------------------------------------------------------- the server
 
 
-def serve(sheet: LabelSheet, port: int = 0) -> ThreadingHTTPServer:
+def serve(sheet: LabelSheet | ReviewSheet, port: int = 0) -> ThreadingHTTPServer:
     """A server for ``sheet`` on 127.0.0.1 (``port`` 0: a free one); call ``serve_forever`` on it."""
     handler = type("Handler", (_Handler,), {"sheet": sheet})
     return ThreadingHTTPServer((HOST, port), handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
-    sheet: LabelSheet
+    sheet: LabelSheet | ReviewSheet
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         """Quiet: the CLI says where the page is; requests are not news."""
@@ -215,12 +330,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(lambda: self._save(item_id, self.rfile.read(length)))
 
     def _save(self, item_id: str, body: bytes) -> dict[str, Any]:
-        try:
-            label = Label.model_validate_json(body)
-        except ValidationError as exc:
-            raise InputError(problems_from_validation(exc, file="<label>", model=Label)) from None
-        row = self.sheet.save(item_id, label)
-        return {"saved": row.model_dump(mode="json"), "sheet": str(self.sheet.path)}
+        return self.sheet.save_json(item_id, body)
 
     def _answer(self, make: Any) -> None:
         try:

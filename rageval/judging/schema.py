@@ -59,11 +59,15 @@ class ExtraItem(Strict):
 
 
 class AdjudicationRow(Strict):
-    """One row of an adjudication file (CSV or JSONL): the final grade of a pooled item."""
+    """One row of an adjudication file (CSV or JSONL): the final grade of a pooled item, and
+    optionally its evidence (``start``/``end`` in the item's document) where the assessors'
+    selections differ."""
 
     itemId: Slug
     grade: StrictInt
     note: StrictStr | None = None
+    start: StrictInt | None = Field(default=None, ge=0)
+    end: StrictInt | None = Field(default=None, ge=0)
 
 
 class LabelRecord(Strict):
@@ -75,6 +79,8 @@ class LabelRecord(Strict):
     grade: StrictInt
     notes: StrictStr = ""
     source: StrictStr = ""
+    start: StrictInt | None = Field(default=None, ge=0, description="the evidence the assessor selected")
+    end: StrictInt | None = Field(default=None, ge=0)
 
 
 # --------------------------------------------------------------------------- pool manifest

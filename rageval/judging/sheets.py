@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,9 @@ from rageval.validation import problems_from_validation, shorten
 
 # A labels frame: one row per assessor and item; ``source`` is the sheet's file:line.
 LABEL_COLUMNS = ["item_id", "query_id", "assessor", "grade", "notes", "source"]
+# Optional columns of a labels frame: the evidence the assessor selected in the item's document
+# (``rageval judge label-view``), absent or null where they graded the pooled unit as it is.
+SPAN_COLUMNS = ["start", "end"]
 # The integer columns of a sheet (CSV cells are text).
 SHEET_INTEGERS = ["grade", "start", "end"]
 
@@ -99,7 +103,7 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
     Rows without a grade are not labels and are skipped."""
     problems: list[Problem] = []
     seen: dict[tuple[str, str], str] = {}  # (item, assessor) -> file:line of the first label
-    labels: list[tuple[str, str, str, int, str, str]] = []
+    labels: list[tuple[str, str, str, int, str, str, int | None, int | None]] = []
     check = partial(_sheet_problem, manifest=manifest, seen=seen)
     for path in paths:
         before, errors = len(labels), len(problems)
@@ -110,7 +114,9 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
             if row.grade is not None:  # a row without a grade is context, not a label
                 where = f"{path}:{line}"
                 seen[row.itemId, row.assessor_name] = where
-                labels.append((row.itemId, row.queryId, row.assessor_name, row.grade, row.notes or "", where))
+                labels.append(
+                    (row.itemId, row.queryId, row.assessor_name, row.grade, row.notes or "", where, row.start, row.end)
+                )
         if len(labels) == before and len(problems) == errors:
             problems.append(
                 Problem(
@@ -124,8 +130,16 @@ def import_sheets(manifest: PoolManifest, paths: Sequence[str | Path]) -> pd.Dat
         problems.append(Problem(file="<sheets>", message="no sheet given", fix="give the filled sheets to import"))
     if problems:
         raise BenchmarkError(problems)
-    frame = pd.DataFrame(labels, columns=LABEL_COLUMNS)
-    return frame.astype({"grade": np.int64})
+    frame = pd.DataFrame(labels, columns=LABEL_COLUMNS + SPAN_COLUMNS)
+    return frame.astype({"grade": np.int64, "start": "Int64", "end": "Int64"})
+
+
+def label_span(row: Any) -> tuple[int, int] | None:
+    """The evidence a labels-frame row selected (a row of ``itertuples``), or None."""
+    start, end = getattr(row, "start", None), getattr(row, "end", None)
+    if start is None or end is None or pd.isna(start) or pd.isna(end):
+        return None
+    return int(start), int(end)
 
 
 def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tuple[str, str], str]) -> Problem | None:
@@ -146,6 +160,14 @@ def _sheet_problem(row: SheetRow, at: At, manifest: PoolManifest, seen: dict[tup
         )
     if row.grade is None:
         return None
+    if (row.start is None) != (row.end is None) or (
+        row.start is not None and row.end is not None and row.end <= row.start
+    ):
+        return at(
+            field="start",
+            message=f"the evidence {row.start}-{row.end} is not a span (give both start and end, start < end)",
+            fix="select the evidence again in `rageval judge label-view`, or clear both columns",
+        )
     wrong = outside_rubric(row.grade, manifest, at)
     if wrong:
         return wrong
@@ -176,8 +198,8 @@ def write_labels(labels: pd.DataFrame, path: str | Path) -> Path:
     """Write a labels frame (``LABEL_COLUMNS``) as ``labels.jsonl``, one :class:`LabelRecord` a line."""
     path = Path(path)
     with path.open("w", encoding="utf-8") as handle:
-        for row in labels[LABEL_COLUMNS].itertuples(index=False):
-            record = {
+        for row in labels.itertuples(index=False):
+            record: dict[str, Any] = {
                 "itemId": row.item_id,
                 "queryId": row.query_id,
                 "assessor": row.assessor,
@@ -185,6 +207,9 @@ def write_labels(labels: pd.DataFrame, path: str | Path) -> Path:
                 "notes": row.notes,
                 "source": row.source,
             }
+            span = label_span(row)
+            if span is not None:
+                record["start"], record["end"] = span
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
 
@@ -202,6 +227,7 @@ def read_labels(path: str | Path) -> pd.DataFrame:
     if problems:
         raise BenchmarkError(problems)
     frame = pd.DataFrame(
-        [(r.itemId, r.queryId, r.assessor, r.grade, r.notes, r.source) for r in records], columns=LABEL_COLUMNS
+        [(r.itemId, r.queryId, r.assessor, r.grade, r.notes, r.source, r.start, r.end) for r in records],
+        columns=LABEL_COLUMNS + SPAN_COLUMNS,
     )
-    return frame.astype({"grade": np.int64})
+    return frame.astype({"grade": np.int64, "start": "Int64", "end": "Int64"})
