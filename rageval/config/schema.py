@@ -86,6 +86,19 @@ class EvaluationConfig(Strict):
     )
 
 
+class FailureBudget(Strict):
+    """How many queries may fail (a service error, a timeout, a bad reply) before the run is refused.
+    A failed query has no ranking and would score 0 in every measure: by default (0.0) one failure
+    refuses the run, so a run whose service was down is never recorded as a result."""
+
+    max_fraction: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="largest share of the split's queries that may fail (0.0: none; 1.0: all)",
+    )
+
+
 class RunConfig(Strict):
     """A run configuration (``params/*.yaml``)."""
 
@@ -99,3 +112,4 @@ class RunConfig(Strict):
     final_k: StrictInt = Field(default=10, gt=0, le=MAX_K, description="chunks in the final context")
     context: ContextConfig = Field(default_factory=ContextConfig)
     evaluation: EvaluationConfig
+    failures: FailureBudget = Field(default_factory=FailureBudget)
