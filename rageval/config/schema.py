@@ -20,6 +20,8 @@ CONFIG_VERSION = 1
 # The largest count a run configuration may give for a depth (final_k, the diagnostics' depth):
 # deeper is a typo, and every rank down to it is scored.
 MAX_K = 10_000
+# The largest context budget in tokens: far past any model's window, so a larger one is a typo.
+MAX_CONTEXT_TOKENS = 10_000_000
 # The longest configuration, sweep or member name: it becomes an MLflow run name (up to 250
 # characters), ``<sweep>/<member>@<split>`` for a sweep member, and a tag.
 MAX_NAME = 100
@@ -50,7 +52,7 @@ class ContextConfig(Strict):
     duplicates removed, cut at ``max_tokens``."""
 
     tokenizer: TokenizerName | None = Field(default=None, description="default: the chunking's tokenizer")
-    max_tokens: StrictInt | None = Field(default=None, gt=0)
+    max_tokens: StrictInt | None = Field(default=None, gt=0, le=MAX_CONTEXT_TOKENS)
     dedup: Literal["exact", "none"] = "exact"
 
 
