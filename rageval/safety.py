@@ -208,3 +208,16 @@ def url_credentials(url: str) -> str | None:
         {name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_PARAMETER.fullmatch(name)}
     )
     return ", ".join(names) or None
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` and the value of every
+    credential-named query parameter (:data:`SECRET_PARAMETER`) replaced by ``***``: for echoing
+    what a user typed (a ``--set`` of a URL) in an error."""
+    text = re.sub(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@", r"\1***@", text)
+
+    def parameter(match: re.Match[str]) -> str:
+        masked = "***" if SECRET_PARAMETER.fullmatch(match.group(2)) else match.group(3)
+        return f"{match.group(1)}{match.group(2)}={masked}"
+
+    return re.sub(r"([?&])([^=&\s#]+)=([^&\s#]*)", parameter, text)

@@ -204,3 +204,20 @@ def test_a_judge_url_carrying_credentials_is_refused_with_the_fix(tmp_path, monk
     (problem,) = raised.value.problems
     assert problem.field == "backend.base_url" and "carries credentials" in problem.message
     assert problem.fix and "api_key_env" in problem.fix and "sk-123" not in str(raised.value)
+
+
+def test_a_credential_typed_into_a_set_is_not_repeated_in_the_error(monkeypatch):
+    from rageval.config.load import load_config
+    from rageval.safety import mask_credentials
+
+    monkeypatch.setenv(TOKEN_VAR, SECRET)
+    for url, shown in [
+        ("https://me:hunter2@search.example/q", "https://me:***@search.example/q"),
+        ("https://search.example/q?model=x&api_key=hunter2", "https://search.example/q?model=x&api_key=***"),
+    ]:
+        with pytest.raises(ConfigError) as raised:
+            load_config(HTTP, [f"retrieval.stages.0.url={url}"])
+        (problem,) = raised.value.problems
+        assert problem.file == f"--set retrieval.stages.0.url={shown}" and "hunter2" not in str(raised.value)
+        assert mask_credentials(url) == shown
+    assert mask_credentials("a=b&c=d k=v") == "a=b&c=d k=v"
