@@ -5,6 +5,7 @@ refusal was expected (wrong exit 0), nothing recorded lost. docs/reliability.md 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 
 import pytest
@@ -27,6 +28,8 @@ def test_there_are_at_least_forty_cases_in_every_family():
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.family}: {c.name}" for c in CASES])
 def test_a_generated_case_is_handled(case, monkeypatch):
     monkeypatch.setenv("RAGEVAL_SEARCH_TOKEN", cases_module.SECRET)
+    cache = os.environ.get("RAGEVAL_CACHE")
     outcome, observed = cases_module.run_case(case)
+    assert os.environ.get("RAGEVAL_CACHE") == cache  # a case leaves the session's cache as it found it
     assert outcome == "handled", observed
     assert observed  # what was seen, in words (the table's "observed" column)

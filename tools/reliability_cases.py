@@ -235,6 +235,7 @@ def concurrent_environment() -> str:
     from rageval.tracking.records import environment
 
     with tempfile.TemporaryDirectory() as tmp:
+        old = os.environ.get("RAGEVAL_CACHE")
         os.environ["RAGEVAL_CACHE"] = tmp
         try:
             full = environment()
@@ -247,7 +248,10 @@ def concurrent_environment() -> str:
             for t in threads:
                 t.join()
         finally:
-            os.environ.pop("RAGEVAL_CACHE", None)
+            if old is None:
+                os.environ.pop("RAGEVAL_CACHE", None)
+            else:
+                os.environ["RAGEVAL_CACHE"] = old
     if seen != [full] * 4:
         raise Lost("a reader got a damaged list")
     return "4 parallel readers of a damaged entry: each got the whole list"
