@@ -132,3 +132,92 @@ def styled(frame: pd.DataFrame, formatter: Any = None, **options: Any) -> Styler
         .format_index(escape="html", axis=0)
         .format_index(escape="html", axis=1)
     )
+
+
+# --------------------------------------------------------------------------- secrets
+
+# The shortest form of a secret looked for: a shorter one would match ordinary text.
+_MIN_SECRET_FORM = 4
+# What may sit between two characters of a secret that was re-wrapped or folded: whitespace, and
+# the escaped line breaks a JSON string holds for it.
+_FOLD = r"(?:\s|\\[nrt])*"
+
+
+def secret_forms(secret: str) -> list[str]:
+    """The texts ``secret`` can be echoed as: as written; JSON-escaped (also with ``\\/``);
+    URL-encoded (every reserved character, or ``/`` kept, or ``+`` for spaces; upper- or
+    lower-case hex); HTML-escaped; and base64 (standard and URL-safe, at each of the three byte
+    alignments it can have inside a longer encoded text: the characters only its own bytes fix).
+    A header value ``Bearer TOKEN`` also gives TOKEN's forms."""
+    import base64
+    import json
+    from urllib.parse import quote, quote_plus
+
+    parts = [secret]
+    last = secret.split()[-1] if secret.split() else ""
+    if last != secret and len(last) >= 8:
+        parts.append(last)
+    forms: set[str] = set()
+    for part in parts:
+        escaped = json.dumps(part, ensure_ascii=False)[1:-1]
+        encoded = [quote(part, safe=""), quote(part), quote_plus(part)]
+        lower = [re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), e) for e in encoded]
+        forms.update([part, escaped, escaped.replace("/", "\\/"), json.dumps(part)[1:-1], *encoded, *lower])
+        forms.add(html.escape(part))
+        raw = part.encode()
+        for offset in range(3):
+            first = -(-offset * 4 // 3)  # the first character no padding byte reaches
+            last_char = (offset + len(raw)) * 8 // 6  # past it, the next unknown byte would share
+            for encode in (base64.b64encode, base64.urlsafe_b64encode):
+                core = encode(b"\0" * offset + raw).decode()[first:last_char]
+                forms.add(core)
+    return sorted((f for f in forms if len(f) >= _MIN_SECRET_FORM), key=len, reverse=True)
+
+
+class Redactor:
+    """Replaces every secret given, in each of its :func:`secret_forms` and folded by whitespace or
+    escaped line breaks anywhere inside, with ``***``."""
+
+    def __init__(self, secrets: Any) -> None:
+        forms = sorted({f for s in secrets if s for f in secret_forms(str(s))}, key=len, reverse=True)
+        self.pattern = re.compile("|".join(_FOLD.join(re.escape(c) for c in form) for form in forms)) if forms else None
+
+    def __call__(self, text: str) -> str:
+        return self.pattern.sub("***", text) if self.pattern is not None else text
+
+
+# Query parameters whose value is a credential (the http stage's URL check names the same).
+SECRET_PARAMETER = re.compile(
+    r"(?i)(?:api[_-]?key|apikey|key|token|access[_-]?token|auth|password|passwd|pwd|secret|client[_-]?secret|"
+    r"sig|signature|x-amz-signature|x-amz-credential)"
+)
+
+
+def url_credentials(url: str) -> str | None:
+    """What in ``url`` is a credential (``user:password@``, or the names of query parameters such as
+    ``api_key``; never their values), or None."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.username is not None or parts.password is not None:
+        return "user:password@"
+    names = sorted(
+        {name for name, _ in parse_qsl(parts.query, keep_blank_values=True) if SECRET_PARAMETER.fullmatch(name)}
+    )
+    return ", ".join(names) or None
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` and the value of every
+    credential-named query parameter (:data:`SECRET_PARAMETER`) replaced by ``***``: for echoing
+    what a user typed (a ``--set`` of a URL) in an error."""
+    text = re.sub(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@", r"\1***@", text)
+
+    def parameter(match: re.Match[str]) -> str:
+        masked = "***" if SECRET_PARAMETER.fullmatch(match.group(2)) else match.group(3)
+        return f"{match.group(1)}{match.group(2)}={masked}"
+
+    return re.sub(r"([?&])([^=&\s#]+)=([^&\s#]*)", parameter, text)

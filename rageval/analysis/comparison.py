@@ -95,6 +95,30 @@ def evidence_means(queries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", *EVIDENCE_MEASURES])
 
 
+def refuse_failed_queries(runs: Sequence[tuple[str, RunInfo, pd.DataFrame | None]]) -> None:
+    """Refuse to compare or gate a run whose queries failed: each ``(role, info, queries)`` is
+    checked on its per-query record (``queries.parquet``'s ``failed`` column) where given, else on
+    its ``queries_failed`` metric. A failed query scores 0 in every measure; compared, it would
+    count as a loss (or, on the baseline, as the candidate's win)."""
+    problems = []
+    for role, info, queries in runs:
+        if queries is not None and "failed" in queries.columns:
+            failed = [str(q) for q in queries.loc[queries["failed"].astype(bool), "query_id"]]
+        else:
+            failed = ["?"] * int(info.metrics.get("queries_failed", 0) or 0)
+        if failed:
+            named = ", ".join(failed[:3]) + (" …" if len(failed) > 3 else "") if "?" not in failed else ""
+            problems.append(
+                f"the {role} run {info.run_id} ({info.name}) has {len(failed)} failed "
+                f"quer{'y' if len(failed) == 1 else 'ies'}{f' ({named})' if named else ''}, scored 0 in every measure"
+            )
+    if problems:
+        raise ComparisonError(
+            "; ".join(problems) + ": compared, they would count as losses or wins that no retrieval made. "
+            "Fix what failed (the run's failures.json names each query and error) and run it again"
+        )
+
+
 def labels_for(runs: Sequence[RunInfo]) -> dict[str, str]:
     """Readable, unique labels: the run name, with the run ID's head where names repeat."""
     names = [r.name for r in runs]
@@ -134,6 +158,10 @@ def compare(
     """Compute every table of a comparison. ``measures``: default, those every run recorded, in
     the baseline's order; the first is the primary measure (diffs, slice plot, frontier)."""
     runs = [inputs.baseline, *inputs.candidates]
+    refuse_failed_queries(
+        [("baseline", inputs.baseline.info, inputs.baseline.queries)]
+        + [("candidate", r.info, r.queries) for r in inputs.candidates]
+    )
     labels = labels_for(list({r.info.run_id: r.info for r in (*runs, *inputs.sweep)}.values()))
     scores = {labels[r.info.run_id]: wide_scores(r.per_query) for r in runs}
     baseline = labels[inputs.baseline.info.run_id]

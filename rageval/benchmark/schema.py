@@ -228,6 +228,10 @@ ChunkParser = Literal["markdown-it", "rageval-1"]
 CHUNK_PARSERS: tuple[str, ...] = get_args(ChunkParser)
 LEGACY_CHUNK_PARSER: ChunkParser = "rageval-1"
 
+# The largest chunk in tokens: a chunk is cut to fit a model's window, and a larger one is a typo
+# (a whole document is method "none").
+MAX_CHUNK_TOKENS = 100_000
+
 
 class ChunkingConfig(Strict):
     """How documents are cut into chunks. Its hash is part of every chunk ID."""
@@ -238,7 +242,7 @@ class ChunkingConfig(Strict):
         description="Markdown block parser, the chunking version: markdown-it (2) or rageval-1 (runs recorded before)",
     )
     tokenizer: TokenizerName = "words"
-    size: StrictInt = Field(default=200, gt=0, description="max tokens per chunk")
+    size: StrictInt = Field(default=200, gt=0, le=MAX_CHUNK_TOKENS, description="max tokens per chunk")
     overlap: StrictInt = Field(default=0, ge=0, description="tokens repeated from the previous chunk")
     headings: bool = Field(default=True, description="prefix title and heading path to the indexed text")
     code_blocks: Literal["atomic", "split"] = "atomic"

@@ -21,6 +21,7 @@ from rageval.errors import ConfigError, Problem
 from rageval.evaluation.measures import param, parse_measures
 from rageval.io import parse_yaml, read_yaml
 from rageval.retrieval.preflight import locate, stage_problems
+from rageval.safety import mask_credentials
 from rageval.validation import field_path, problems_from_validation, shorten
 
 
@@ -48,7 +49,7 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
             )
         )
     path: list[str | int] = [int(p) if re.fullmatch(r"[0-9]{1,9}", p) else p for p in parts]
-    value, _ = parse_yaml(raw, f"--set {shorten(text)}", ConfigError, field=key.strip())
+    value, _ = parse_yaml(raw, f"--set {shorten(mask_credentials(text))}", ConfigError, field=key.strip())
     return path, value
 
 
@@ -141,7 +142,10 @@ def load_config(
                     (t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None
                 )
             problems.append(
-                Problem(**{**problem.__dict__, "file": f"--set {culprit}", "line": None}) if culprit else problem
+                # a credential typed into a --set is not repeated on the terminal
+                Problem(**{**problem.__dict__, "file": f"--set {mask_credentials(culprit)}", "line": None})
+                if culprit
+                else problem
             )
         raise ConfigError(problems) from None
     preflight(config, str(path), lines)

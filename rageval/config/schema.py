@@ -20,6 +20,8 @@ CONFIG_VERSION = 1
 # The largest count a run configuration may give for a depth (final_k, the diagnostics' depth):
 # deeper is a typo, and every rank down to it is scored.
 MAX_K = 10_000
+# The largest context budget in tokens: far past any model's window, so a larger one is a typo.
+MAX_CONTEXT_TOKENS = 10_000_000
 # The longest configuration, sweep or member name: it becomes an MLflow run name (up to 250
 # characters), ``<sweep>/<member>@<split>`` for a sweep member, and a tag.
 MAX_NAME = 100
@@ -50,7 +52,7 @@ class ContextConfig(Strict):
     duplicates removed, cut at ``max_tokens``."""
 
     tokenizer: TokenizerName | None = Field(default=None, description="default: the chunking's tokenizer")
-    max_tokens: StrictInt | None = Field(default=None, gt=0)
+    max_tokens: StrictInt | None = Field(default=None, gt=0, le=MAX_CONTEXT_TOKENS)
     dedup: Literal["exact", "none"] = "exact"
 
 
@@ -86,6 +88,19 @@ class EvaluationConfig(Strict):
     )
 
 
+class FailureBudget(Strict):
+    """How many queries may fail (a service error, a timeout, a bad reply) before the run is refused.
+    A failed query has no ranking and would score 0 in every measure: by default (0.0) one failure
+    refuses the run, so a run whose service was down is never recorded as a result."""
+
+    max_fraction: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="largest share of the split's queries that may fail (0.0: none; 1.0: all)",
+    )
+
+
 class RunConfig(Strict):
     """A run configuration (``params/*.yaml``)."""
 
@@ -99,3 +114,4 @@ class RunConfig(Strict):
     final_k: StrictInt = Field(default=10, gt=0, le=MAX_K, description="chunks in the final context")
     context: ContextConfig = Field(default_factory=ContextConfig)
     evaluation: EvaluationConfig
+    failures: FailureBudget = Field(default_factory=FailureBudget)

@@ -30,6 +30,7 @@ from rageval.evaluation import (
 )
 from rageval.evaluation.spans import Evidence, evidence_spans
 from rageval.experiment.evidence import EVIDENCE_MEASURES, context_evidence, whole_document_warnings
+from rageval.experiment.failures import FAILURE_COLUMNS, failure_warning, over_budget
 from rageval.experiment.stages import (
     CONTEXT_STAGE,
     RANKING_COLUMNS,
@@ -184,6 +185,9 @@ def run_experiment(
     with reporting(reporter):  # the stages, built with a fixed signature, find it there
         result = _run(config, benchmark, cache, reporter)
     reporter.end()
+    over = over_budget(result.failures, result.counts()["queries_total"], config.failures.max_fraction)
+    if over:  # refused: a run whose queries failed past its budget is never a result
+        raise EvaluationError(over)
     return result
 
 
@@ -230,7 +234,8 @@ def _run(
     qrels: dict[str, dict[str, int]] | Evidence = (
         benchmark.qrels(config.split) if level == "document" else evidence_spans(cases, benchmark.documents)
     )
-    warnings = whole_document_warnings(rankings, corpus, level)
+    failed = failure_warning(pd.DataFrame(output.failures, columns=FAILURE_COLUMNS), len(cases))
+    warnings = [*whole_document_warnings(rankings, corpus, level), *([failed] if failed else [])]
     for warning in warnings:
         reporter.warn(warning)
 
@@ -307,7 +312,7 @@ def _run(
         slices=slices,
         latency=latency,
         context_tokens=diagnostics["context_tokens"].rename(None) if not diagnostics.empty else pd.Series(dtype=int),
-        failures=pd.DataFrame(output.failures, columns=["query_id", "stage", "error", "message"]),
+        failures=pd.DataFrame(output.failures, columns=FAILURE_COLUMNS),
         timings=timings,
         stage_names=tuple(pipeline.names),
         stage_rankings=pd.concat([*per_stage.values(), context_frame], ignore_index=True),

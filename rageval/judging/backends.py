@@ -26,6 +26,7 @@ from rageval.errors import ConfigError, Problem
 from rageval.hashing import sha256_text
 from rageval.judging.judges import Judge, OpenAIBackend, SimilarityBackend
 from rageval.retry import call_with_retries
+from rageval.safety import Redactor, url_credentials
 
 # Instruction-like text in a document: a document is data, and one that talks to the model is an
 # attack or an accident either way; its label goes to human review.
@@ -171,6 +172,18 @@ class ChatBackend:
                     )
                 )
             headers["Authorization"] = f"Bearer {key}"
+        found = url_credentials(backend.base_url)
+        if found:
+            raise ConfigError(
+                Problem(
+                    file=str(judge.file),
+                    field="backend.base_url",
+                    message=f"the URL carries credentials ({found}); it would be recorded with every label",
+                    fix="remove them from the URL and give the key with backend.api_key_env",
+                )
+            )
+        # What the endpoint echoes of its key (in a reason, any encoding) never reaches a label.
+        self._redact = Redactor(headers.values())
         self.client = client or httpx.Client(headers=headers, timeout=judge.config.limits.timeout_s)
         self.url = backend.base_url.rstrip("/") + "/chat/completions"
 
@@ -213,12 +226,23 @@ class ChatBackend:
                 attempt, retries=config.limits.retries, backoff_s=config.limits.backoff_s, retry_if=_retryable
             )
         except (httpx.TransportError, ValueError):
+            out.errors = [self._redact(e) for e in out.errors]
             out.error = out.errors[-1]
             return out
+        out.errors = [self._redact(e) for e in out.errors]
         out.tokens_in += tokens[0]
         out.tokens_out += tokens[1]
-        out.reply = reply
+        out.reply = self._redacted(reply)
         return out
+
+    def _redacted(self, reply: JudgeReply) -> JudgeReply:
+        """The reply with the key taken out of its texts (evidence whose text changed then fails its
+        span check, as any evidence not found in the text does)."""
+        reason = self._redact(reply.reason)
+        evidence = [span.model_copy(update={"text": self._redact(span.text)}) for span in reply.evidence]
+        if reason == reply.reason and all(a.text == b.text for a, b in zip(evidence, reply.evidence, strict=True)):
+            return reply
+        return reply.model_copy(update={"reason": reason, "evidence": evidence})
 
 
 def _retryable(exc: BaseException) -> bool:

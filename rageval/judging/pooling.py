@@ -22,6 +22,9 @@ from rageval.io import file_problem, read_jsonl
 from rageval.judging.schema import At, ExtraItem, Found, PoolItem, PoolManifest, SheetRow, valid_rows
 from rageval.validation import absent_columns, shorten
 
+# The deepest pool: assessors judge every pooled item, so deeper than this is a typo.
+MAX_POOL_DEPTH = 1000
+
 
 @dataclass(frozen=True)
 class Pool:
@@ -64,8 +67,14 @@ def pool(
     of its parent, and a chunk counts as judged when the span judgments already grade it (as
     :func:`rageval.benchmark.chunking.chunk_qrels` derives). At document level an item is a parent document.
     """
-    if depth <= 0:
-        raise BenchmarkError(Problem(file="--depth", message=f"depth must be positive (got {depth})"))
+    if not 0 < depth <= MAX_POOL_DEPTH:
+        raise BenchmarkError(
+            Problem(
+                file="--depth",
+                message=f"depth must be from 1 to {MAX_POOL_DEPTH} (got {depth})",
+                fix=f"pool the top K of each run with K at most {MAX_POOL_DEPTH}: assessors judge every pooled item",
+            )
+        )
     cases = {case.queryId: case for case in benchmark.cases_for(split)}
     passage = benchmark.spec.relevanceUnit == "passage"
     configs = [chunking] if isinstance(chunking, ChunkingConfig) else list(chunking)

@@ -7,6 +7,7 @@ would start a formula (``=``, ``+``, ``-``, ``@``, a tab) gets a leading apostro
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -53,13 +54,22 @@ def write_pool(result: Pool, out: str | Path) -> dict[str, Path]:
         )
     make_folder(folder, BenchmarkError)
     paths = {"pool": folder / POOL_FILE, "csv": folder / SHEET_CSV, "jsonl": folder / SHEET_JSONL}
-    paths["pool"].write_text(result.manifest.model_dump_json(indent=1) + "\n", encoding="utf-8")
     rows = [row.model_dump(mode="json") for row in result.sheet]
-    paths["csv"].write_bytes(sheet_csv(result.sheet))
-    with paths["jsonl"].open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    # Each file whole or not at all, pool.json last: a process killed half way leaves no pool.json,
+    # so the folder is not taken for a pool, and writing the pool again there completes it.
+    _write_whole(paths["csv"], sheet_csv(result.sheet))
+    _write_whole(paths["jsonl"], "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode())
+    _write_whole(paths["pool"], (result.manifest.model_dump_json(indent=1) + "\n").encode())
     return paths
+
+
+def _write_whole(path: Path, data: bytes) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    with partial.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
 
 
 def sheet_csv(rows: Sequence[SheetRow]) -> bytes:

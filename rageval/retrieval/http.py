@@ -38,6 +38,7 @@ from rageval.retrieval.passages import HIT_FORMS, PassageFields, problem_text, r
 from rageval.retrieval.preflight import header_problems
 from rageval.retrieval.schema import HttpConfig, Scalar
 from rageval.retry import call_with_retries
+from rageval.safety import Redactor
 from rageval.validation import shorten
 
 RETRYABLE_STATUS = frozenset({429, 502, 503, 504})
@@ -113,7 +114,8 @@ class HttpStage:
         self.config = config
         self.corpus = corpus
         self._headers = {header: os.environ[variable] for header, variable in config.headers_from_env.items()}
-        self._secrets = sorted({v for v in self._headers.values()}, key=len, reverse=True)
+        # Every header value is a secret: redacted from each text a reply could echo it in, in any encoding.
+        self._redactor = Redactor(self._headers.values())
         self._chunks_of: dict[str, list[str]] = {}
         for chunk in corpus.chunks:
             self._chunks_of.setdefault(chunk.parent_id, []).append(chunk.chunk_id)
@@ -300,6 +302,4 @@ class HttpStage:
         return any(position[c] in allowed for c in self._chunks_of.get(parent, ()))
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return self._redactor(text)

@@ -14,6 +14,7 @@ import pandas as pd
 from rageval.analysis import (
     check_comparable,
 )
+from rageval.analysis.comparison import refuse_failed_queries
 from rageval.analysis.formats import RESULT_FILES
 from rageval.errors import NotebookExecutionError, TrackingError
 from rageval.execution.notebooks import check_parameters, execute_into
@@ -68,6 +69,7 @@ def execute_comparison(
     base = sealed_and_intact(tracker, baseline)
     ids, _, left_out = candidate_ids(tracker, baseline, candidates, sweep)
     infos = [sealed_and_intact(tracker, i) for i in ids]
+    refuse_failed_queries([("baseline", base, None), *(("candidate", i, None) for i in infos)])
     found = check_comparable(base, infos, allow_mismatch=allow_mismatch)
     release = release_warnings(tracker, infos, max_release_evaluations)
     warnings = left_out + release

@@ -24,6 +24,7 @@ from rageval.analysis import (
     total_p95_ms,
     wide_scores,
 )
+from rageval.analysis.comparison import refuse_failed_queries
 from rageval.analysis.gate import GatePolicy, LatencyEvidence, LatencyRule
 from rageval.analysis.records import RunArtifacts
 from rageval.benchmark.loading import load_benchmark
@@ -71,6 +72,7 @@ def execute_gate(
         require_release(info.tags, info.run_id, role)
     check_comparable(infos["baseline"], [infos["candidate"]])
     base, cand = tracker.run_artifacts(baseline), tracker.run_artifacts(candidate)
+    refuse_failed_queries([("baseline", base.info, base.queries), ("candidate", cand.info, cand.queries)])
     before, after = wide_scores(base.per_query), wide_scores(cand.per_query)
     slices = query_slices(base.queries)
     check_policy_against(

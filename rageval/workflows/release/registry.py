@@ -372,6 +372,7 @@ def execute_promote(request: PromoteRequest, *, tracker: Tracker) -> PromotionOu
     family = request.model or tags["rageval.release.family"]
     marks, text = _marks(release_run, simulated)
     registry = Registry(tracker)
+    registry.settle(family)
     registry.ensure_model(family, f"rageval release slot {family!r}: each version one configuration")
     runs = {role: tags[f"rageval.release.{role}"] for role in ("baseline", "candidate")}
     versions, bundles = _register(registry, family, runs, request, marks, text)
@@ -407,12 +408,12 @@ def execute_promote(request: PromoteRequest, *, tracker: Tracker) -> PromotionOu
         },
         files={"promotion.json": json.dumps(record, indent=2).encode()},
     )
-    try:
-        registry.set_champions(family, history)
-        registry.tag_model(family, {"rageval.champion.simulated": marks[SIMULATED_TAG]})
-        tracker.seal(run_id)
+    try:  # sealed before any alias moves; a kill half way is finished by the next promote or rollback
+        registry.move_champions(
+            family, history, run_id, model_tags={"rageval.champion.simulated": marks[SIMULATED_TAG]}
+        )
     except Exception as exc:
-        tracker.fail(run_id, f"promotion failed: {type(exc).__name__}: {exc}")
+        registry.fail_unsealed(run_id, f"promotion failed: {type(exc).__name__}: {exc}")
         raise
     return PromotionOutcome(run_id, family, versions["candidate"], registry.alias(family, PREVIOUS), bundles, simulated)
 
@@ -427,6 +428,7 @@ def execute_rollback(
     reproduces its evaluation run's rankings on a sample; record a sealed rollback run (FAILED, the
     aliases untouched, when it does not)."""
     registry = Registry(tracker)
+    registry.settle(family)
     history = registry.history(family)
     champion, previous = registry.alias(family, CHAMPION), registry.alias(family, PREVIOUS)
     if champion is None or previous is None or len(history) < 2:
@@ -477,11 +479,11 @@ def execute_rollback(
         reason = check.problem or f"rankings differ on {len(check.differing)} of {len(check.queries)} sampled queries"
         tracker.fail(run_id, f"rollback refused, aliases not moved: {reason}")
         return RollbackOutcome(run_id, family, False, previous, champion, check)
-    try:
-        registry.set_champions(family, history[:-1])
-        registry.tag_version(family, champion.version, {"rageval.rolled_back_by": run_id})
-        tracker.seal(run_id)
+    try:  # sealed before any alias moves; a kill half way is finished by the next promote or rollback
+        registry.move_champions(
+            family, history[:-1], run_id, version_tags={champion.version: {"rageval.rolled_back_by": run_id}}
+        )
     except Exception as exc:
-        tracker.fail(run_id, f"rollback failed: {type(exc).__name__}: {exc}")
+        registry.fail_unsealed(run_id, f"rollback failed: {type(exc).__name__}: {exc}")
         raise
     return RollbackOutcome(run_id, family, True, previous, champion, check)
