@@ -165,13 +165,14 @@ def execute_online(
             "srm/p_value": decision.sample_ratio.p_value,
             **{f"units/{arm}": float(n) for arm, n in decision.sample_ratio.counts.items()},
         }
+        # Per metric its difference and verdict; the arms' values, intervals and p-values are the
+        # rows of results.csv (and decision.json), not metric keys: the runs table stays readable.
         for r, v in zip(decision.results, decision.verdicts, strict=True):
             key = f"online/{metric_key(r.metric)}"
-            for field in ("baseline", "candidate", "diff", "ci_low", "ci_high", "p_value", "seq_ci_low", "seq_ci_high"):
-                value = getattr(r, field)
-                if value is not None and abs(value) != float("inf"):
-                    values[f"{key}/{field}"] = float(value)
+            if r.diff is not None and abs(r.diff) != float("inf"):
+                values[f"{key}/diff"] = float(r.diff)
             values[f"{key}/passed"] = float(v.verdict == "pass")
+        tracker.log_tables(run_id, {"online_results": table})  # results.csv as a table the UI shows
         tracker.log_metrics(run_id, values)
         digest = tracker.seal(run_id)
     except Exception as exc:

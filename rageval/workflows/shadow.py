@@ -39,9 +39,6 @@ from rageval.validation import metric_key
 from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
-# The figures each slice's summary row becomes as metrics (the rest stay in the tables).
-SLICE_METRICS = ("rbo_ext_mean", "jaccard_mean", "top1_change_rate", "error_rate_delta", "candidate_leaks")
-
 
 @dataclass(frozen=True)
 class ShadowOutcome:
@@ -244,22 +241,21 @@ def _tables(analysis: ShadowAnalysis, records: list[ShadowRecord], policy: Impor
 
 
 def _metrics(analysis: ShadowAnalysis, decision: ShadowDecision | None) -> dict[str, float]:
+    """The whole log's figures only: a slice's figures are rows of ``tables/shadow_summary``,
+    ``shadow_latency`` and ``shadow_resources``, so the run's metric keys stay few however many
+    slices the log has (the runs table and chart view show the headline, not hundreds of keys)."""
     o = analysis.overall
     out: dict[str, Any] = {f"shadow/{key}": value for key, value in o.items() if key != "slice"}
     out[f"shadow/jaccard_at_{analysis.k}"] = out.pop("shadow/jaccard_mean")
-    for row in analysis.latency.to_dict(orient="records"):
+    for row in analysis.latency[analysis.latency["slice"] == ALL].to_dict(orient="records"):
         q = f"p{round(row['quantile'] * 100)}"
-        prefix = "shadow/latency" if row["slice"] == ALL else f"shadow/slice/{metric_key(row['slice'])}/latency"
         for key in ("delta_ms", "delta_low", "delta_high", "ratio", "ratio_low", "ratio_high"):
             if key in row:
-                out[f"{prefix}/{q}_{key}"] = row[key]
-    for row in analysis.summary.iloc[1:].to_dict(orient="records"):
-        for key in SLICE_METRICS:
-            out[f"shadow/slice/{metric_key(row['slice'])}/{key}"] = row[key]
-    for row in analysis.resources.to_dict(orient="records"):
-        prefix = "shadow" if row["slice"] == ALL else f"shadow/slice/{metric_key(row['slice'])}"
+                out[f"shadow/latency/{q}_{key}"] = row[key]
+    for row in analysis.resources[analysis.resources["slice"] == ALL].to_dict(orient="records"):
         for key in ("baseline_mean", "candidate_mean", "delta"):
-            out[f"{prefix}/resource/{metric_key(row['resource'])}/{key}"] = row[key]
+            out[f"shadow/resource/{metric_key(row['resource'])}/{key}"] = row[key]
+    out["shadow/slices"] = len(analysis.summary) - 1  # the rows after the whole log's, in the tables
     if decision is not None:
         out["passed"] = float(decision.passed)
         out["rules_failed"] = sum(r.verdict == "fail" for r in decision.rules)
