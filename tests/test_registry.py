@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from rageval.tracking.registry import CHAMPION, PREVIOUS, Registry
 from rageval.tracking.store import Tracker
+from rageval.workflows.run import config_label
 
 FAMILY = "registry-tests-family"
 
@@ -44,6 +45,7 @@ def runs(reg_store: str, files: dict[str, Path], tmp_path_factory: pytest.TempPa
             name=f"bm25-{role}",
             experiment="registry-tests",
             family=FAMILY,
+            tags={"rageval.config.label": config_label("bm25-baseline", [FILTERED % values])},
         )
         for role, values in (("baseline", (0.9, 0.4, 3)), ("candidate", (0.9, 0.4, 100)))
     }
@@ -100,6 +102,13 @@ def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(re
     assert promotion[0].tags["rageval.registry.previous"] == previous.version
     assert registry.history(FAMILY) == [previous.version, champion.version]
     assert promotion[0].tags["rageval.simulated"] == "true" and champion.tags["rageval.simulated"] == "true"
+    # the versions and bundles name the configuration that ran (its label), not the base config's name
+    for version, values in ((champion, (0.9, 0.4, 100)), (previous, (0.9, 0.4, 3))):
+        label = config_label("bm25-baseline", [FILTERED % values])
+        assert label.startswith("bm25-baseline[stages=#")
+        described = registry.client.get_model_version(FAMILY, version.version).description
+        assert described.startswith("SIMULATED: promoted by release run") and described.endswith(f"; configuration {label}")
+        assert tracker.run(version.bundle_run).tags["rageval.config.label"] == label
 
 
 def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolated_cache: Path):

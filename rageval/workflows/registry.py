@@ -198,6 +198,7 @@ def make_bundle(
             BUNDLE_OF_TAG: evaluation_run,
             CONFIG_SHA_TAG: record["config"]["sha256"],
             "rageval.config.name": info.tags.get("rageval.config.name", ""),
+            "rageval.config.label": config_of(info.tags),
             **(marks or {}),
         },
         files=files,
@@ -209,6 +210,12 @@ def make_bundle(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return Bundle(run_id, seal, record["bytes"], entries)
+
+
+def config_of(tags: Mapping[str, str]) -> str:
+    """The configuration a run evaluated, as its runs are named: the label (overrides included,
+    ``bm25-baseline[k1=1.2]``), else the configuration's name."""
+    return tags.get("rageval.config.label") or tags.get("rageval.config.name", "")
 
 
 def _rerun(
@@ -355,10 +362,11 @@ def _register(
             CONFIG_SHA_TAG: tracker.run(bundles[run].run_id).tags[CONFIG_SHA_TAG],
             "rageval.promotion.release": request.release_run,
         }
-        versions[role] = registry.register(family, run, version_tags | marks, description=text)
+        described = f"{text}; configuration {config_of(tracker.run(run).tags)}"
+        versions[role] = registry.register(family, run, version_tags | marks, description=described)
     candidate = versions["candidate"].version
     registry.tag_version(family, candidate, {**marks, "rageval.promotion.last_release": request.release_run})
-    registry.describe(family, candidate, text)
+    registry.describe(family, candidate, f"{text}; configuration {config_of(tracker.run(runs['candidate']).tags)}")
     return versions, bundles
 
 
