@@ -15,6 +15,7 @@ from test_gate import FILTERED
 from test_release import evidence_path, files, review_run  # noqa: F401  (files: a fixture)
 from typer.testing import CliRunner
 
+from rageval.tracking.records import RELEASE_EXPERIMENT
 from rageval.tracking.registry import CHAMPION, PREVIOUS, Registry
 from rageval.tracking.store import Tracker
 from rageval.workflows.run import config_label
@@ -123,7 +124,7 @@ def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolat
     assert registry.alias(FAMILY, PREVIOUS) is None  # the history holds nothing below the baseline
     assert registry.get(FAMILY, before.version).tags["rageval.rolled_back_by"]
     tracker = Tracker(reg_store)
-    (rollback,) = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "rollback"]
+    (rollback,) = [r for r in tracker.runs(RELEASE_EXPERIMENT) if r.tags.get("rageval.kind") == "rollback"]
     assert rollback.sealed and rollback.tags["rageval.rollback.verdict"] == "pass"
     assert rollback.metrics["sample_queries"] == rollback.metrics["identical"] > 0
     assert not list(isolated_cache.glob("bm25/*"))  # nothing was rebuilt into the user's cache
@@ -152,7 +153,7 @@ def test_a_tampered_bundle_refuses_the_rollback(reg_store, runs, files):
     assert "rollback refused, aliases not moved" in result.output and "VerificationError" in result.output
     assert registry.alias(FAMILY, CHAMPION).version == champion.version
     assert registry.alias(FAMILY, PREVIOUS).version == previous.version
-    failed = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "rollback" and not r.sealed]
+    failed = [r for r in tracker.runs(RELEASE_EXPERIMENT) if r.tags.get("rageval.kind") == "rollback" and not r.sealed]
     assert len(failed) == 1 and failed[0].status == "FAILED"
     assert "aliases not moved" in failed[0].tags["rageval.error"]
 

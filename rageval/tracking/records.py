@@ -36,6 +36,10 @@ MANIFEST = "manifest.json"
 KIND_TAG = "rageval.kind"  # evaluation, sweep, comparison, gate or reproduction
 NAME_TAG = "rageval.name"  # the run's name before numbering (``bm25-baseline@dev`` for ``… #2``)
 NOTE_TAG = "mlflow.note.content"  # a run's or experiment's description in the MLflow UI
+# The release path's runs (gate, review, shadow, online, release, bundle, promotion, rollback), together
+# in one experiment apart from the evaluations; each names the evaluation runs it concerns in its tags
+# (``rageval.role.RUN_ID`` = baseline or candidate), so a search finds them from an evaluation run.
+RELEASE_EXPERIMENT = "rageval-release"
 # MLflow 3's UI opens an experiment of unknown kind on its GenAI traces page; this kind opens on the runs.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 # The UI's mode is also read from the address (``?workflowType=``, which overrides a mode the browser

@@ -36,7 +36,7 @@ from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sam
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG, gate_note
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, gate_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -107,7 +107,7 @@ def execute_gate(
         recorded_latency=recorded,
     )
 
-    name = experiment or tracker.experiment_name(infos["candidate"].experiment_id)
+    name = experiment or RELEASE_EXPERIMENT  # the release path together; the tags name both runs
     policy_bytes = policy_file.read_bytes()
     rollback = {
         "run_id": baseline,

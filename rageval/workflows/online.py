@@ -33,12 +33,12 @@ from rageval.hashing import sha256_file, sha256_text
 from rageval.io import make_folder
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
-EXPERIMENT = "rageval-online"
+EXPERIMENT = RELEASE_EXPERIMENT  # with the rest of the release path
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def execute_online(
         "metrics_policy": {"name": metrics.name, "file": str(metrics_file), "sha256": sha256_file(metrics_file)},
         "arms": {role: {"run_id": info.run_id, "config_name": _config_name(info)} for role, info in arms.items()},
     }
-    name = experiment or (tracker.experiment_name(arms["candidate"].experiment_id) if arms else EXPERIMENT)
+    name = experiment or EXPERIMENT
     label = "simulated online cohort" if simulated else "online cohort"
     note = (
         f"{'SIMULATED (synthetic units, not real users). ' if simulated else ''}{label} under {metrics.name}: "

@@ -40,7 +40,7 @@ from rageval.retrieval.base import Corpus
 from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
 from rageval.tracking.registry import (
     BUNDLE_SEAL_TAG,
     BUNDLE_TAG,
@@ -188,7 +188,7 @@ def make_bundle(
     }
     files[BUNDLE_FILE] = json.dumps(record, indent=2).encode()
     run_id = tracker.create_run(
-        tracker.experiment_name(info.experiment_id),
+        RELEASE_EXPERIMENT,
         f"bundle {info.name}",
         params={"evaluation_run": evaluation_run},
         tags={
@@ -446,7 +446,7 @@ def execute_rollback(
             "(or promote a release) before rolling back"
         )
     check = verify_version(tracker, previous, sample=sample, seed=seed)
-    name = experiment or tracker.experiment_name(tracker.run(previous.evaluation_run).experiment_id)
+    name = experiment or RELEASE_EXPERIMENT
     record = {
         "model": family,
         "from": champion.__dict__,

@@ -33,7 +33,7 @@ from rageval.hashing import sha256_bytes, sha256_file
 from rageval.judging import Pool, pool, write_pool
 from rageval.judging.schema import POOL_FILE, PoolManifest
 from rageval.paths import project_root
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
 from rageval.tracking.store import Tracker
 from rageval.validation import metric_key
 from rageval.workflows.guards import sealed_and_intact, today_override
@@ -101,7 +101,7 @@ def execute_shadow(
         for role in ("baseline", "candidate")
     }
     verdict = decision.verdict if decision is not None else "none"
-    name = experiment or bench.spec.name
+    name = experiment or RELEASE_EXPERIMENT
     policy_bytes = Path(str(policy_file)).read_bytes()
     record = {
         "verdict": verdict,
