@@ -34,7 +34,12 @@ def test_a_label_names_the_overridden_keys_and_values(overrides, label):
 def test_a_long_or_structured_value_is_shown_as_a_short_hash_of_itself():
     stages = config_label("bm25-baseline", ["retrieval.stages=[{type: bm25}, {type: filter, when: after}]"])
     path = config_label("bm25-baseline", ["benchmark=../rageval/demo"])
-    assert stages.startswith("bm25-baseline[stages=#") and len(stages) == len("bm25-baseline[stages=#123456]")
+    assert stages.startswith("bm25-baseline[stages=bm25+filter#")  # a stage list shows its stages' types
+    assert len(stages) == len("bm25-baseline[stages=bm25+filter#123456]")
+    other = config_label("bm25-baseline", ["retrieval.stages=[{type: bm25, k1: 1.2}, {type: filter, when: after}]"])
+    assert other.startswith("bm25-baseline[stages=bm25+filter#") and other != stages  # same types, another list
+    assert config_label("b", ["retrieval.stages=[1, 2]"]).startswith("b[stages=#")  # no types: the hash alone
+    assert config_label("b", ["retrieval.stages=[{type: bm25}, {kind: x}]"]).startswith("b[stages=#")
     assert path.startswith("bm25-baseline[benchmark=#") and "/" not in path  # a run name holds no path separator
     # the same value gives the same hash, another value another one
     assert config_label("x", ["benchmark=../rageval/demo"]) == path.replace("bm25-baseline", "x")

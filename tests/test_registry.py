@@ -106,7 +106,7 @@ def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(re
     # the versions and bundles name the configuration that ran (its label), not the base config's name
     for version, values in ((champion, (0.9, 0.4, 100)), (previous, (0.9, 0.4, 3))):
         label = config_label("bm25-baseline", [FILTERED % values])
-        assert label.startswith("bm25-baseline[stages=#")
+        assert label.startswith("bm25-baseline[stages=bm25+filter#")
         described = registry.client.get_model_version(FAMILY, version.version).description
         assert described.startswith("SIMULATED: promoted by release run") and described.endswith(f"; configuration {label}")
         assert tracker.run(version.bundle_run).tags["rageval.config.label"] == label
