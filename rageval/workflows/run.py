@@ -74,7 +74,7 @@ def config_label(name: str, overrides: Sequence[str]) -> str:
     cannot be read as another key (``k1``; ``stages.1.k1`` for a later stage); a value is shown as
     written when it is short and plain (letters, digits, ``._+-``), else as ``#`` and a hash of it,
     after the stages' types for a stage list (``stages=bm25+dense+fusion+filter#3f2a9c``).
-    Past 48 characters of overrides the label keeps what fits, then ``...]+`` and a hash of them
+    Past 60 characters of overrides the label keeps what fits, then ``...]+`` and a hash of them
     all. Two different override lists never share a label (short of a hash collision)."""
     import yaml
 
@@ -101,9 +101,9 @@ def config_label(name: str, overrides: Sequence[str]) -> str:
             raw = f"{gist if len(gist) <= 32 and len(kinds) == gist.count('+') + 1 else ''}#{sha256_bytes(raw.encode())[:6]}"
         pairs.append(f"{'.'.join(parts)}={raw}")
     shown = ",".join(pairs)
-    if len(shown) <= 48:
+    if len(shown) <= 60:
         return f"{name}[{shown}]"
-    kept = shown[:40].rsplit(",", 1)[0] if "," in shown[:40] else shown[:40]
+    kept = shown[:52].rsplit(",", 1)[0] if "," in shown[:52] else shown[:52]
     return f"{name}[{kept},...]+{digest}"
 
 
