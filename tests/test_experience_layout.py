@@ -60,5 +60,12 @@ def test_the_release_path_is_one_experiment_found_from_its_evaluations(tmp_path:
         assert {r.info.run_id for r in found} == {made["gate"], made["shadow"], made["online"]}
         reviews = tracker.client.search_runs([experiment], f"tags.`rageval.review.{role}` = '{run}'")
         assert [r.info.run_id for r in reviews] == [made["review"]]
+    # params a column each: a gate's policy and a shadow run's rules are their sealed files, not a param per key
+    from rageval.hashing import sha256_file
+
+    gate = tracker.run(made["gate"])
+    assert set(gate.params) == {"policy", "baseline", "candidate", "policy_sha256"}
+    assert gate.params["policy_sha256"] == sha256_file(files["gate"])
+    assert not [k for k in tracker.run(made["shadow"]).params if k.startswith("rules")]  # no rules given here
     # the shadow and online runs keep their headline few: nothing per slice among their metric keys
     assert len(tracker.run(made["shadow"]).metrics) <= 40 and len(tracker.run(made["online"]).metrics) <= 13

@@ -43,7 +43,10 @@ def test_a_shadow_run_keeps_slices_in_tables_not_metric_keys(tmp_path: Path, doc
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
     log = many_slices_log(tmp_path / "log.jsonl")
     policy = policy_file(tmp_path / "policy.yaml")
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("version: 1\nname: lenient\nmin_rbo: 0.1\nmax_leaks: 5\n")
     args = ["shadow", str(log), "--policy", str(policy), "--benchmark", str(documents_tiny), "--tracking-uri", store]
+    args += ["--rules", str(rules)]
     result = CliRunner().invoke(app, [*args, "--today", "2026-12-01", "--resamples", "200"], terminal_width=200)
     assert result.exit_code in (0, 1), result.output
     run_id = result.output.split("shadow run ")[1].split()[0]
@@ -54,6 +57,9 @@ def test_a_shadow_run_keeps_slices_in_tables_not_metric_keys(tmp_path: Path, doc
     assert len(info.metrics) <= 40, sorted(info.metrics)
     assert not [k for k in info.metrics if "slice" in k.split("/")[1:-1] or "team" in k]
     assert info.metrics["shadow/slices"] == SEGMENTS + 2
+    # the rules are their sealed file and one param naming them, not a param per rule
+    assert info.params["rules"] == "lenient" and not [k for k in info.params if k.startswith("rules.")]
+    assert tracker.download(run_id, "rules.yaml", tmp_path / "dl").read_text() == rules.read_text()
 
     analysis = analyze_shadow(read_log(log), load_benchmark(documents_tiny), resamples=200)
     summary = tracker.sealed_frame(run_id, "tables/shadow_summary.parquet")

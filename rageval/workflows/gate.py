@@ -28,10 +28,9 @@ from rageval.analysis.gate import GatePolicy, LatencyEvidence, LatencyRule
 from rageval.analysis.records import RunArtifacts
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
-from rageval.config.load import config_from_yaml, flatten
+from rageval.config.load import config_from_yaml
 from rageval.config.schema import RunConfig
 from rageval.errors import ComparisonError
-from rageval.evaluation import metric_key
 from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sample_queries, time_paired
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
@@ -149,7 +148,8 @@ def execute_gate(
             "policy": policy.name,
             "baseline": baseline,
             "candidate": candidate,
-            **{f"policy.{metric_key(k)}": v for k, v in flatten(policy.model_dump(mode="json")).items()},
+            # the policy whole is policy.yaml (sealed): a param per key was 44 runs-table columns
+            "policy_sha256": sha256_bytes(policy_bytes),
         },
         tags={
             **git_state(project_root()),

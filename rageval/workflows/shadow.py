@@ -28,7 +28,7 @@ from rageval.analysis.shadow import (
 from rageval.analysis.shadow_rules import ShadowDecision, decide_shadow, load_rules
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.benchmark.schema import ChunkingConfig
-from rageval.config.load import config_from_yaml, flatten
+from rageval.config.load import config_from_yaml
 from rageval.hashing import sha256_bytes, sha256_file
 from rageval.judging import Pool, pool, write_pool
 from rageval.judging.schema import POOL_FILE, PoolManifest
@@ -144,7 +144,8 @@ def execute_shadow(
             "rbo_p": p,
             "resamples": resamples,
             "seed": seed,
-            **({f"rules.{key}": v for key, v in flatten(rules.model_dump(mode="json")).items()} if rules else {}),
+            # the rules whole are rules.yaml (sealed): a param per rule was a runs-table column each
+            **({"rules": rules.name} if rules else {}),
         },
         tags={
             **git_state(project_root()),
