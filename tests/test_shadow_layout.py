@@ -68,6 +68,13 @@ def test_a_shadow_run_keeps_slices_in_tables_not_metric_keys(tmp_path: Path, doc
     assert info.metrics["shadow/rbo_ext_mean"] == pytest.approx(analysis.overall["rbo_ext_mean"])
     latency = tracker.sealed_frame(run_id, "tables/shadow_latency.parquet")
     assert set(latency["slice"]) == set(analysis.summary["slice"])
+    # the p95 the rules read is a metric key; every other quantile a row of the table
+    assert [k for k in info.metrics if k.startswith("shadow/latency/")] and all(
+        k.startswith("shadow/latency/p95_") for k in info.metrics if k.startswith("shadow/latency/")
+    )
+    p95 = latency[(latency["slice"] == "all") & (latency["quantile"] == 0.95)].iloc[0]
+    assert info.metrics["shadow/latency/p95_delta_ms"] == pytest.approx(p95["delta_ms"])
+    assert len(set(latency["quantile"])) > 1
     resources = tracker.sealed_frame(run_id, "tables/shadow_resources.parquet")
     whole = resources[resources["slice"] == "all"].set_index("resource")
     assert info.metrics["shadow/resource/cpu_ms/delta"] == pytest.approx(whole.loc["cpu_ms", "delta"]) == 1.0

@@ -248,11 +248,12 @@ def _metrics(analysis: ShadowAnalysis, decision: ShadowDecision | None) -> dict[
     o = analysis.overall
     out: dict[str, Any] = {f"shadow/{key}": value for key, value in o.items() if key != "slice"}
     out[f"shadow/jaccard_at_{analysis.k}"] = out.pop("shadow/jaccard_mean")
-    for row in analysis.latency[analysis.latency["slice"] == ALL].to_dict(orient="records"):
-        q = f"p{round(row['quantile'] * 100)}"
+    # the p95 the rules read; the other quantiles are rows of tables/shadow_latency
+    whole = analysis.latency[analysis.latency["slice"] == ALL]
+    for row in whole[(whole["quantile"] - 0.95).abs() < 1e-9].to_dict(orient="records"):
         for key in ("delta_ms", "delta_low", "delta_high", "ratio", "ratio_low", "ratio_high"):
             if key in row:
-                out[f"shadow/latency/{q}_{key}"] = row[key]
+                out[f"shadow/latency/p95_{key}"] = row[key]
     for row in analysis.resources[analysis.resources["slice"] == ALL].to_dict(orient="records"):
         for key in ("baseline_mean", "candidate_mean", "delta"):
             out[f"shadow/resource/{metric_key(row['resource'])}/{key}"] = row[key]
