@@ -31,6 +31,7 @@ from rageval.release.online import (
     sample_ratio,
 )
 from rageval.release.simulate_online import Simulation, simulate
+from rageval.validation import metric_key
 
 POLICY = ROOT / "params" / "online" / "policy.yaml"
 METRICS = ROOT / "params" / "online" / "metrics.yaml"
@@ -445,6 +446,16 @@ def test_online_run_is_sealed_simulated_and_free_of_query_text(tmp_path: Path):
     assert info.tags["rageval.kind"] == "online" and info.tags["rageval.simulated"] == "true"
     assert info.tags["rageval.online.baseline"] == baseline and info.tags["rageval.online.candidate"] == candidate
     assert "srm/p_value" in info.metrics and "online/success_rate/diff" in info.metrics
+    # The layout: per metric its difference and verdict as metric keys; the rest a table's rows.
+    results = pd.read_csv(tracker.download(run_id, "results.csv", tmp_path / "dl"))
+    metric_keys = {f"online/{metric_key(m)}/{f}" for m in results["metric"] for f in ("diff", "passed")}
+    assert set(info.metrics) - {"passed", "units", "srm/p_value", "units/baseline", "units/candidate"} <= metric_keys
+    assert len(info.metrics) <= 5 + 2 * len(results)
+    shown = tracker.sealed_frame(run_id, "tables/online_results.parquet")
+    assert shown["metric"].tolist() == results["metric"].tolist()
+    assert shown["diff"].tolist() == pytest.approx(results["diff"].tolist())
+    for row in results.itertuples():
+        assert info.metrics[f"online/{metric_key(row.metric)}/diff"] == pytest.approx(row.diff)
 
     # No query of the benchmark reaches the store, in the database or any artifact.
     queries = [json.loads(line)["query"] for line in (DEMO / "cases.jsonl").read_text().splitlines()]

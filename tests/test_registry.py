@@ -15,8 +15,10 @@ from test_gate import FILTERED
 from test_release import evidence_path, files, review_run  # noqa: F401  (files: a fixture)
 from typer.testing import CliRunner
 
+from rageval.tracking.records import RELEASE_EXPERIMENT
 from rageval.tracking.registry import CHAMPION, PREVIOUS, Registry
 from rageval.tracking.store import Tracker
+from rageval.workflows.run import config_label
 
 FAMILY = "registry-tests-family"
 
@@ -44,6 +46,7 @@ def runs(reg_store: str, files: dict[str, Path], tmp_path_factory: pytest.TempPa
             name=f"bm25-{role}",
             experiment="registry-tests",
             family=FAMILY,
+            tags={"rageval.config.label": config_label("bm25-baseline", [FILTERED % values])},
         )
         for role, values in (("baseline", (0.9, 0.4, 3)), ("candidate", (0.9, 0.4, 100)))
     }
@@ -100,6 +103,13 @@ def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(re
     assert promotion[0].tags["rageval.registry.previous"] == previous.version
     assert registry.history(FAMILY) == [previous.version, champion.version]
     assert promotion[0].tags["rageval.simulated"] == "true" and champion.tags["rageval.simulated"] == "true"
+    # the versions and bundles name the configuration that ran (its label), not the base config's name
+    for version, values in ((champion, (0.9, 0.4, 100)), (previous, (0.9, 0.4, 3))):
+        label = config_label("bm25-baseline", [FILTERED % values])
+        assert label.startswith("bm25-baseline[stages=bm25+filter#")
+        described = registry.client.get_model_version(FAMILY, version.version).description
+        assert described.startswith("SIMULATED: promoted by release run") and described.endswith(f"; configuration {label}")
+        assert tracker.run(version.bundle_run).tags["rageval.config.label"] == label
 
 
 def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolated_cache: Path):
@@ -114,7 +124,7 @@ def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolat
     assert registry.alias(FAMILY, PREVIOUS) is None  # the history holds nothing below the baseline
     assert registry.get(FAMILY, before.version).tags["rageval.rolled_back_by"]
     tracker = Tracker(reg_store)
-    (rollback,) = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "rollback"]
+    (rollback,) = [r for r in tracker.runs(RELEASE_EXPERIMENT) if r.tags.get("rageval.kind") == "rollback"]
     assert rollback.sealed and rollback.tags["rageval.rollback.verdict"] == "pass"
     assert rollback.metrics["sample_queries"] == rollback.metrics["identical"] > 0
     assert not list(isolated_cache.glob("bm25/*"))  # nothing was rebuilt into the user's cache
@@ -143,7 +153,7 @@ def test_a_tampered_bundle_refuses_the_rollback(reg_store, runs, files):
     assert "rollback refused, aliases not moved" in result.output and "VerificationError" in result.output
     assert registry.alias(FAMILY, CHAMPION).version == champion.version
     assert registry.alias(FAMILY, PREVIOUS).version == previous.version
-    failed = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "rollback" and not r.sealed]
+    failed = [r for r in tracker.runs(RELEASE_EXPERIMENT) if r.tags.get("rageval.kind") == "rollback" and not r.sealed]
     assert len(failed) == 1 and failed[0].status == "FAILED"
     assert "aliases not moved" in failed[0].tags["rageval.error"]
 

@@ -1,15 +1,17 @@
 """Screenshots of the MLflow UI over a rageval store, in headless Chromium: what a person browsing
-the runs sees. Not a test (it needs Chromium and Playwright, which the project does not install);
+the runs sees. Not a test (it needs Chromium and chromedriver, which the project does not install);
 a check to run by hand after `rageval demo`:
 
-    rageval demo                                   # or any store with evaluation and gate runs
-    pip install playwright                         # into any environment; uses the system Chromium
-    python benchmarks/ui_screenshots.py --out shots/ [--tracking-uri URI] [--chromium /usr/bin/chromium]
+    rageval demo --tracking-uri sqlite:////tmp/demo/mlflow.db
+    apt-get install chromium chromium-driver       # Debian's; selenium drives it (a dependency here)
+    python tools/ui_screenshots.py --out docs/screenshots/experience/ --tracking-uri sqlite:////tmp/demo/mlflow.db
 
-Starts `rageval ui` on a free loopback port, opens the newest demo experiment and saves:
-experiment.png (the page it opens on), runs.png (the runs table and its metric columns),
-figure.png (an evaluation run's figure previewed), notebook.png (its executed notebook as HTML),
-gate.png (the gate run's description). Prints what each page showed (title, headings, text found).
+Starts `rageval ui` on a free loopback port and saves, each page opened fresh in model-training
+mode: runs.png (the evaluations' runs table with its default columns), evaluation.png (an
+evaluation run's page), charts.png (the experiment's chart view), release-link.png (the page a link
+in the release run's description opens, clicked as a person would), release.png (the release run),
+registry.png (the registered model's versions). Prints what each page showed and the address
+each link opened, and counts the columns (params, metric keys, tags) of every experiment.
 """
 
 from __future__ import annotations
@@ -76,36 +78,68 @@ def experiments(tracker: Tracker) -> list[str]:
     return [e.experiment_id for e in tracker.client.search_experiments()]
 
 
-# Metric columns a person adds to the runs table first: the headline of every evaluation run.
-HEADLINE = (
-    "nDCG_at_10",
-    "R_at_20",
-    "Hit_at_5",
-    "MRR",
-    "latency/total/p95_ms",
-    "context_tokens_mean",
-    "permission_leaks",
-)
+def columns(tracker: Tracker) -> dict[str, tuple[int, int, int]]:
+    """Per experiment: the params, metric keys and tags (``mlflow.*`` aside) its runs table can show."""
+    out = {}
+    for experiment in tracker.client.search_experiments():
+        runs = tracker.client.search_runs([experiment.experiment_id], max_results=5000)
+        params = {k for r in runs for k in r.data.params}
+        metrics = {k for r in runs for k in r.data.metrics}
+        tags = {k for r in runs for k in r.data.tags if not k.startswith("mlflow.")}
+        if runs:
+            out[experiment.name] = (len(params), len(metrics), len(tags))
+    return out
 
 
-def close_assistant(page: Any) -> None:
+def close_assistant(driver: Any) -> None:
     """Close the MLflow Assistant side panel (a third of the page) when it is open."""
-    close = page.locator('[data-component-id="mlflow.assistant.chat_panel.close"]')
-    if close.count():
-        close.first.click()
+    from selenium.webdriver.common.by import By
+
+    for button in driver.find_elements(By.CSS_SELECTOR, '[data-component-id="mlflow.assistant.chat_panel.close"]'):
+        button.click()
         time.sleep(1)
 
 
-def show_columns(page: Any, metrics: tuple[str, ...]) -> None:
-    """Add ``metrics`` as columns of the runs table, through its column picker, as a person would."""
-    page.get_by_text("Show more columns").click()
-    time.sleep(1)
-    picker = page.locator("[role=dialog]").last
-    for metric in metrics:
-        picker.get_by_text(metric, exact=True).first.click()
-        time.sleep(0.3)
-    page.keyboard.press("Escape")
-    time.sleep(2)
+def browser(chromium: str, chromedriver: str) -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in [*CHROMIUM_FLAGS, "--headless=new", "--window-size=1600,1000"]:
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(chromedriver), options=options)
+
+
+def shoot(driver: Any, url: str, out: Path, settle: float = 8) -> str:
+    driver.get(url)
+    time.sleep(settle)  # the UI keeps polling (never network-idle); give it time to render
+    close_assistant(driver)
+    driver.save_screenshot(str(out))
+    from selenium.webdriver.common.by import By
+
+    return " ".join(driver.find_element(By.TAG_NAME, "body").text.split())
+
+
+def follow_release_link(driver: Any, url: str, out: Path) -> str:
+    """Open the release run and click the first link its description holds to another run."""
+    from selenium.webdriver.common.by import By
+
+    shoot(driver, url, out.with_name("release.png"))
+    links = [
+        a
+        for a in driver.find_elements(By.CSS_SELECTOR, "a[href*='/runs/']")
+        if "#/experiments/" in (a.get_attribute("href") or "")
+    ]
+    if not links:
+        return "no run link in the release run's description"
+    target = links[0].get_attribute("href")
+    driver.get(target)
+    time.sleep(8)
+    close_assistant(driver)
+    driver.save_screenshot(str(out))
+    text = " ".join(driver.find_element(By.TAG_NAME, "body").text.split())
+    return f"link {target} opened {driver.current_url}: {text[:300]}"
 
 
 def main() -> int:
@@ -113,12 +147,16 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("shots"))
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
 
     tracker = Tracker(args.tracking_uri)
+    for name, (p, m, t) in columns(tracker).items():
+        print(f"columns of {name}: {p} params + {m} metric keys + {t} tags = {p + m + t}")
     experiment, evaluation = newest(tracker, "evaluation")
-    _, gate = newest(tracker, "gate")
+    _, release = newest(tracker, "release")
+    release_experiment = tracker.run(release).experiment_id
+    model = tracker.run(release).tags.get("rageval.release.family", "")
     args.out.mkdir(parents=True, exist_ok=True)
     port = free_port()
     rageval = Path(sys.executable).parent / "rageval"
@@ -127,30 +165,23 @@ def main() -> int:
     base = f"http://127.0.0.1:{port}"
     mode = f"?{UI_MODE}"
     pages = {
-        "experiment.png": f"{base}/#/experiments/{experiment}{mode}",
         "runs.png": f"{base}/#/experiments/{experiment}/runs{mode}",
-        "figure.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}/artifacts/figures/slices.png{mode}",
-        "notebook.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}/artifacts/notebook/evaluate.html{mode}",
-        "gate.png": f"{base}/#/experiments/{experiment}/runs/{gate}{mode}",
+        "evaluation.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}{mode}",
+        "charts.png": f"{base}/#/experiments/{experiment}/runs{mode}&compareRunsMode=CHART",
+        "registry.png": f"{base}/#/models/{model}{mode}",
     }
+    driver = None
     try:
         wait_for(f"{base}/health")
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS)
-            for name, url in pages.items():
-                page = browser.new_page(viewport={"width": 2400, "height": 1100})  # a fresh page: no state carried over
-                page.goto(url)
-                page.wait_for_load_state("load")
-                time.sleep(8)  # the UI keeps polling (never network-idle); give it time to render
-                close_assistant(page)
-                if name == "runs.png":
-                    show_columns(page, HEADLINE)
-                page.screenshot(path=str(args.out / name))
-                text = " ".join(page.inner_text("body").split())
-                print(f"{name}: {url}\n  {text[:600]}\n")
-                page.close()
-            browser.close()
+        driver = browser(args.chromium, args.chromedriver)
+        for name, url in pages.items():
+            text = shoot(driver, url, args.out / name)
+            print(f"{name}: {url}\n  {text[:600]}\n")
+        release_url = f"{base}/#/experiments/{release_experiment}/runs/{release}{mode}"
+        print(f"release-link.png: {follow_release_link(driver, release_url, args.out / 'release-link.png')}\n")
     finally:
+        if driver is not None:
+            driver.quit()
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
     print(f"screenshots in {args.out}/")

@@ -115,10 +115,19 @@ def figure_frontier(comparison: Comparison) -> Figure:
                 _label(name), (getattr(row, cost), row.quality), fontsize=7, xytext=(4, 3), textcoords="offset points"
             )
         ax.set(xlabel=label, ylabel=comparison.primary, title=f"{comparison.primary} vs {label}")
+        if _spans_decades(frame[cost]):  # a linear axis would squash the cheap members onto 0
+            ax.set_xscale("log")
+            ax.set_xlabel(f"{label}, log scale")
         ax.margins(x=0.25, y=0.15)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small", loc="best")
     return figure
+
+
+def _spans_decades(values: pd.Series) -> bool:
+    """Whether positive costs differ by more than ten times: then a log axis separates the members."""
+    finite = values[np.isfinite(values.astype(float))]
+    return bool(len(finite) > 1 and (finite > 0).all() and finite.max() > 10 * finite.min())
 
 
 def figures(comparison: Comparison) -> dict[str, Figure]:

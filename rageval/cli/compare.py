@@ -161,7 +161,7 @@ def gate(
     candidate: Annotated[str, typer.Option(help="run ID of the candidate (release split)")],
     policy: Annotated[Path, typer.Option(help="gate policy file")] = Path("params/gates/release.yaml"),
     tracking_uri: TrackingUri = None,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the candidate's]")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: rageval-release]")] = None,
 ) -> None:
     """Decide whether the candidate may replace the baseline; record a sealed decision run.
     With a latency rule in the policy, both pipelines are rebuilt and timed here, side by side.

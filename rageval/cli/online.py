@@ -41,7 +41,7 @@ def analyze(
         str | None, typer.Option(help="sealed evaluation run of the candidate's configuration")
     ] = None,
     tracking_uri: TrackingUri = None,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the candidate's]")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: rageval-release]")] = None,
     today: Annotated[str | None, typer.Option(help="YYYY-MM-DD the retention date is checked against")] = None,
 ) -> None:
     """Analyse an A/B cohort per metric; record a sealed online run. Exit 0 on pass, 1 on fail."""

@@ -11,7 +11,7 @@ from rageval.cli.common import TrackingUri, app, echo, open_tracker
 
 Sample = Annotated[int, typer.Option(help="queries of the evaluation run re-run to check a bundle")]
 Seed = Annotated[int, typer.Option(help="seed drawing the sample")]
-Experiment = Annotated[str | None, typer.Option(help="MLflow experiment of the record [default: the input run's]")]
+Experiment = Annotated[str | None, typer.Option(help="MLflow experiment of the record [default: rageval-release]")]
 
 
 @app.command("promote")

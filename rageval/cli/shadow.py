@@ -58,7 +58,7 @@ def record(
         str | None, typer.Option(help="YYYY-MM-DD the retention is checked against [default: today]")
     ] = None,
     tracking_uri: TrackingUri = None,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: the benchmark name]")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment [default: rageval-release]")] = None,
 ) -> None:
     """Analyse a shadow log under its import policy; record a sealed shadow run. Exit 1 when rules fail."""
     from rageval.benchmark.migration import load_chunking

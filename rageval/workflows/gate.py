@@ -29,15 +29,14 @@ from rageval.analysis.gate import GatePolicy, LatencyEvidence, LatencyRule
 from rageval.analysis.records import RunArtifacts
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
-from rageval.config.load import config_from_yaml, flatten
+from rageval.config.load import config_from_yaml
 from rageval.config.schema import RunConfig
 from rageval.errors import ComparisonError
-from rageval.evaluation import metric_key
 from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sample_queries, time_paired
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG, gate_note
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, gate_note
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -109,7 +108,7 @@ def execute_gate(
         recorded_latency=recorded,
     )
 
-    name = experiment or tracker.experiment_name(infos["candidate"].experiment_id)
+    name = experiment or RELEASE_EXPERIMENT  # the release path together; the tags name both runs
     policy_bytes = policy_file.read_bytes()
     rollback = {
         "run_id": baseline,
@@ -151,7 +150,8 @@ def execute_gate(
             "policy": policy.name,
             "baseline": baseline,
             "candidate": candidate,
-            **{f"policy.{metric_key(k)}": v for k, v in flatten(policy.model_dump(mode="json")).items()},
+            # the policy whole is policy.yaml (sealed): a param per key was 44 runs-table columns
+            "policy_sha256": sha256_bytes(policy_bytes),
         },
         tags={
             **git_state(project_root()),

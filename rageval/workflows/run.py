@@ -68,11 +68,44 @@ def evaluation_level(config: RunConfig, benchmark: Benchmark) -> str:
 
 
 def config_label(name: str, overrides: Sequence[str]) -> str:
-    """A configuration's readable name: its own name, with a short hash of the overrides when any
-    (``bm25-baseline``, ``bm25-baseline+3f2a9c1d``)."""
+    """A configuration's readable name: its own name, then what was overridden, in order
+    (``bm25-baseline``, ``bm25-baseline[k1=1.2,b=0.5]``), short enough for the MLflow runs table.
+
+    A key is shown without the ``retrieval.`` and ``retrieval.stages.0.`` prefixes where the rest
+    cannot be read as another key (``k1``; ``stages.1.k1`` for a later stage); a value is shown as
+    written when it is short and plain (letters, digits, ``._+-``), else as ``#`` and a hash of it,
+    after the stages' types for a stage list (``stages=bm25+dense+fusion+filter#3f2a9c``).
+    Past 60 characters of overrides the label keeps what fits, then ``...]+`` and a hash of them
+    all. Two different override lists never share a label (short of a hash collision)."""
+    import yaml
+
     if not overrides:
         return name
-    return f"{name}+{sha256_bytes(json.dumps(list(overrides)).encode())[:8]}"
+    digest = sha256_bytes(json.dumps(list(overrides)).encode())[:8]
+    taken = set(RunConfig.model_fields) | set(RunConfig.model_fields["retrieval"].annotation.model_fields)
+    pairs = []
+    for text in overrides:
+        key, _, raw = (part.strip() for part in text.partition("="))
+        parts = key.split(".")
+        if parts[0] == "retrieval" and len(parts) > 1 and parts[1] not in RunConfig.model_fields:
+            parts = parts[1:]  # retrieval.stages... → stages...
+            if len(parts) > 2 and parts[:2] == ["stages", "0"] and parts[2] not in taken:
+                parts = parts[2:]  # the first stage's keys: stages.0.k1 → k1
+        plain = 0 < len(raw) <= 16 and all(c.isascii() and (c.isalnum() or c in "._+-") for c in raw)
+        if not plain:  # a stage list shows its stages' types: stages=bm25+dense+fusion#3f2a9c
+            try:
+                stages = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                stages = None
+            kinds = [s.get("type") if isinstance(s, dict) else None for s in stages] if isinstance(stages, list) else []
+            gist = "+".join(k for k in kinds if isinstance(k, str) and k.isidentifier())
+            raw = f"{gist if len(gist) <= 32 and len(kinds) == gist.count('+') + 1 else ''}#{sha256_bytes(raw.encode())[:6]}"
+        pairs.append(f"{'.'.join(parts)}={raw}")
+    shown = ",".join(pairs)
+    if len(shown) <= 60:
+        return f"{name}[{shown}]"
+    kept = shown[:52].rsplit(",", 1)[0] if "," in shown[:52] else shown[:52]
+    return f"{name}[{kept},...]+{digest}"
 
 
 def run_tags(

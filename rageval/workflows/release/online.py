@@ -33,12 +33,12 @@ from rageval.release.online import (
 )
 from rageval.release.simulate_online import Simulation, simulate
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
-EXPERIMENT = "rageval-online"
+EXPERIMENT = RELEASE_EXPERIMENT  # with the rest of the release path
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def execute_online(
         "metrics_policy": {"name": metrics.name, "file": str(metrics_file), "sha256": sha256_file(metrics_file)},
         "arms": {role: {"run_id": info.run_id, "config_name": _config_name(info)} for role, info in arms.items()},
     }
-    name = experiment or (tracker.experiment_name(arms["candidate"].experiment_id) if arms else EXPERIMENT)
+    name = experiment or EXPERIMENT
     label = "simulated online cohort" if simulated else "online cohort"
     note = (
         f"{'SIMULATED (synthetic units, not real users). ' if simulated else ''}{label} under {metrics.name}: "
@@ -165,13 +165,14 @@ def execute_online(
             "srm/p_value": decision.sample_ratio.p_value,
             **{f"units/{arm}": float(n) for arm, n in decision.sample_ratio.counts.items()},
         }
+        # Per metric its difference and verdict; the arms' values, intervals and p-values are the
+        # rows of results.csv (and decision.json), not metric keys: the runs table stays readable.
         for r, v in zip(decision.results, decision.verdicts, strict=True):
             key = f"online/{metric_key(r.metric)}"
-            for field in ("baseline", "candidate", "diff", "ci_low", "ci_high", "p_value", "seq_ci_low", "seq_ci_high"):
-                value = getattr(r, field)
-                if value is not None and abs(value) != float("inf"):
-                    values[f"{key}/{field}"] = float(value)
+            if r.diff is not None and abs(r.diff) != float("inf"):
+                values[f"{key}/diff"] = float(r.diff)
             values[f"{key}/passed"] = float(v.verdict == "pass")
+        tracker.log_tables(run_id, {"online_results": table})  # results.csv as a table the UI shows
         tracker.log_metrics(run_id, values)
         digest = tracker.seal(run_id)
     except Exception as exc:

@@ -40,13 +40,13 @@ from rageval.release.decision import (
 from rageval.release.shadow import ShadowAnalysis
 from rageval.release.shadow_rules import decide_shadow
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG, ui_link
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, ui_link
 from rageval.tracking.registry import Registry
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
-EXPERIMENT = "rageval-release"
+EXPERIMENT = RELEASE_EXPERIMENT
 CHECKLIST_FILE = "checklist.json"
 SHIPPED_POLICY = ("params", "release", "policy.yaml")  # what a policy's overrides are measured against
 

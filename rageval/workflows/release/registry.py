@@ -40,7 +40,7 @@ from rageval.retrieval.base import Corpus
 from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
 from rageval.tracking.registry import (
     BUNDLE_SEAL_TAG,
     BUNDLE_TAG,
@@ -188,7 +188,7 @@ def make_bundle(
     }
     files[BUNDLE_FILE] = json.dumps(record, indent=2).encode()
     run_id = tracker.create_run(
-        tracker.experiment_name(info.experiment_id),
+        RELEASE_EXPERIMENT,
         f"bundle {info.name}",
         params={"evaluation_run": evaluation_run},
         tags={
@@ -198,6 +198,7 @@ def make_bundle(
             BUNDLE_OF_TAG: evaluation_run,
             CONFIG_SHA_TAG: record["config"]["sha256"],
             "rageval.config.name": info.tags.get("rageval.config.name", ""),
+            "rageval.config.label": config_of(info.tags),
             **(marks or {}),
         },
         files=files,
@@ -209,6 +210,12 @@ def make_bundle(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return Bundle(run_id, seal, record["bytes"], entries)
+
+
+def config_of(tags: Mapping[str, str]) -> str:
+    """The configuration a run evaluated, as its runs are named: the label (overrides included,
+    ``bm25-baseline[k1=1.2]``), else the configuration's name."""
+    return tags.get("rageval.config.label") or tags.get("rageval.config.name", "")
 
 
 def _rerun(
@@ -355,10 +362,11 @@ def _register(
             CONFIG_SHA_TAG: tracker.run(bundles[run].run_id).tags[CONFIG_SHA_TAG],
             "rageval.promotion.release": request.release_run,
         }
-        versions[role] = registry.register(family, run, version_tags | marks, description=text)
+        described = f"{text}; configuration {config_of(tracker.run(run).tags)}"
+        versions[role] = registry.register(family, run, version_tags | marks, description=described)
     candidate = versions["candidate"].version
     registry.tag_version(family, candidate, {**marks, "rageval.promotion.last_release": request.release_run})
-    registry.describe(family, candidate, text)
+    registry.describe(family, candidate, f"{text}; configuration {config_of(tracker.run(runs['candidate']).tags)}")
     return versions, bundles
 
 
@@ -440,7 +448,7 @@ def execute_rollback(
             "(or promote a release) before rolling back"
         )
     check = verify_version(tracker, previous, sample=sample, seed=seed)
-    name = experiment or tracker.experiment_name(tracker.run(previous.evaluation_run).experiment_id)
+    name = experiment or RELEASE_EXPERIMENT
     record = {
         "model": family,
         "from": champion.__dict__,

@@ -17,7 +17,7 @@ import pandas as pd
 
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.benchmark.schema import ChunkingConfig
-from rageval.config.load import config_from_yaml, flatten
+from rageval.config.load import config_from_yaml
 from rageval.hashing import sha256_bytes, sha256_file
 from rageval.judging import Pool, pool, write_pool
 from rageval.judging.schema import POOL_FILE, PoolManifest
@@ -33,14 +33,11 @@ from rageval.release.shadow import (
     read_log,
 )
 from rageval.release.shadow_rules import ShadowDecision, decide_shadow, load_rules
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
 from rageval.tracking.store import Tracker
 from rageval.validation import metric_key
 from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
-
-# The figures each slice's summary row becomes as metrics (the rest stay in the tables).
-SLICE_METRICS = ("rbo_ext_mean", "jaccard_mean", "top1_change_rate", "error_rate_delta", "candidate_leaks")
 
 
 @dataclass(frozen=True)
@@ -104,7 +101,7 @@ def execute_shadow(
         for role in ("baseline", "candidate")
     }
     verdict = decision.verdict if decision is not None else "none"
-    name = experiment or bench.spec.name
+    name = experiment or RELEASE_EXPERIMENT
     policy_bytes = Path(str(policy_file)).read_bytes()
     record = {
         "verdict": verdict,
@@ -147,7 +144,8 @@ def execute_shadow(
             "rbo_p": p,
             "resamples": resamples,
             "seed": seed,
-            **({f"rules.{key}": v for key, v in flatten(rules.model_dump(mode="json")).items()} if rules else {}),
+            # the rules whole are rules.yaml (sealed): a param per rule was a runs-table column each
+            **({"rules": rules.name} if rules else {}),
         },
         tags={
             **git_state(project_root()),
@@ -244,22 +242,22 @@ def _tables(analysis: ShadowAnalysis, records: list[ShadowRecord], policy: Impor
 
 
 def _metrics(analysis: ShadowAnalysis, decision: ShadowDecision | None) -> dict[str, float]:
+    """The whole log's figures only: a slice's figures are rows of ``tables/shadow_summary``,
+    ``shadow_latency`` and ``shadow_resources``, so the run's metric keys stay few however many
+    slices the log has (the runs table and chart view show the headline, not hundreds of keys)."""
     o = analysis.overall
     out: dict[str, Any] = {f"shadow/{key}": value for key, value in o.items() if key != "slice"}
     out[f"shadow/jaccard_at_{analysis.k}"] = out.pop("shadow/jaccard_mean")
-    for row in analysis.latency.to_dict(orient="records"):
-        q = f"p{round(row['quantile'] * 100)}"
-        prefix = "shadow/latency" if row["slice"] == ALL else f"shadow/slice/{metric_key(row['slice'])}/latency"
+    # the p95 the rules read; the other quantiles are rows of tables/shadow_latency
+    whole = analysis.latency[analysis.latency["slice"] == ALL]
+    for row in whole[(whole["quantile"] - 0.95).abs() < 1e-9].to_dict(orient="records"):
         for key in ("delta_ms", "delta_low", "delta_high", "ratio", "ratio_low", "ratio_high"):
             if key in row:
-                out[f"{prefix}/{q}_{key}"] = row[key]
-    for row in analysis.summary.iloc[1:].to_dict(orient="records"):
-        for key in SLICE_METRICS:
-            out[f"shadow/slice/{metric_key(row['slice'])}/{key}"] = row[key]
-    for row in analysis.resources.to_dict(orient="records"):
-        prefix = "shadow" if row["slice"] == ALL else f"shadow/slice/{metric_key(row['slice'])}"
+                out[f"shadow/latency/p95_{key}"] = row[key]
+    for row in analysis.resources[analysis.resources["slice"] == ALL].to_dict(orient="records"):
         for key in ("baseline_mean", "candidate_mean", "delta"):
-            out[f"{prefix}/resource/{metric_key(row['resource'])}/{key}"] = row[key]
+            out[f"shadow/resource/{metric_key(row['resource'])}/{key}"] = row[key]
+    out["shadow/slices"] = len(analysis.summary) - 1  # the rows after the whole log's, in the tables
     if decision is not None:
         out["passed"] = float(decision.passed)
         out["rules_failed"] = sum(r.verdict == "fail" for r in decision.rules)
