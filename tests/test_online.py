@@ -22,7 +22,6 @@ from rageval.release.online import (
     MetricsPolicy,
     analyze,
     confidence_sequence,
-    decide_online,
     events_frame,
     fixed_horizon,
     load_events,
@@ -30,6 +29,7 @@ from rageval.release.online import (
     load_metrics_policy,
     sample_ratio,
 )
+from rageval.release.online_decision import decide_online
 from rageval.release.simulate_online import Simulation, simulate
 from rageval.validation import metric_key
 

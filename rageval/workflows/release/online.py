@@ -22,15 +22,14 @@ from rageval.io import make_folder
 from rageval.paths import project_root
 from rageval.release.online import (
     ARMS,
-    OnlineDecision,
     analyze,
-    decide_online,
     events_frame,
     load_events,
     load_import_policy,
     load_metrics_policy,
     sample_ratio,
 )
+from rageval.release.online_decision import OnlineDecision, decide_online
 from rageval.release.simulate_online import Simulation, simulate
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
