@@ -97,24 +97,23 @@ def hash_strings(array: pa.Array) -> np.ndarray:
         data = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
     # Every byte position as the start of an unaligned little-endian uint64 word: a strided view, no copy.
     words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
-    start = offsets[:-1].astype(np.int64)
-    length = offsets[1:].astype(np.int64) - start
+    start = offsets[:-1].astype(np.int64, copy=False)
+    length = (offsets[1:] - offsets[:-1]).astype(np.int64, copy=False)
+    if int(length.max()) <= _SHORT:
+        value = np.empty(n, dtype=np.uint64)
+        for low in range(0, n, _BLOCK):
+            high = min(n, low + _BLOCK)
+            value[low:high] = _hash_block(data, words, start[low:high], length[low:high])
+        return value
     value = np.empty(n, dtype=np.uint64)
     long = length > _SHORT
-    if long.any():
-        at = np.flatnonzero(long)
-        value[at] = _hash_long(data, start[at], length[at])
-        short = np.flatnonzero(~long)
-        start, length = start[short], length[short]
-    else:
-        short = None
-    out = np.empty(len(start), dtype=np.uint64)
-    for low in range(0, len(start), _BLOCK):
-        high = min(len(start), low + _BLOCK)
-        out[low:high] = _hash_block(data, words, start[low:high], length[low:high])
-    if short is None:
-        return out
-    value[short] = out
+    at = np.flatnonzero(long)
+    value[at] = _hash_long(data, start[at], length[at])
+    short = np.flatnonzero(~long)
+    start, length = start[short], length[short]
+    for low in range(0, len(short), _BLOCK):
+        high = min(len(short), low + _BLOCK)
+        value[short[low:high]] = _hash_block(data, words, start[low:high], length[low:high])
     return value
 
 
@@ -124,28 +123,30 @@ _LONG_SEED = np.uint64(0xD6E8FEB86659FD93)
 
 
 def _hash_block(data: np.ndarray, words: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The word-by-word hash of strings of at most :data:`_SHORT` bytes (``start`` non-decreasing).
+
+    The first word is every string's; each later word only the strings that reach it. A string whose
+    words would read past the end of the data buffer is redone from a padded copy of the tail."""
     if len(start) == 0:
         return np.zeros(0, dtype=np.uint64)
-    start = start.copy()
-    length = length.copy()
     last = len(words) - 1
+    longest = int(length.max())
+    # Rows from `safe` on may read past the buffer's end (start is non-decreasing): redone below.
+    safe = int(np.searchsorted(start, last - max(longest - 1, 0) // 8 * 8, side="right"))
     value = length.astype(np.uint64)
     value *= _MUL
-    longest = int(length.max())
-    # The last few strings of the buffer would read past its end: clamped here, redone from a padded tail.
-    tail = np.flatnonzero(start + longest > last)
-    for chunk in range(0, longest, 8):
-        position = start + chunk
-        np.minimum(position, last, out=position)
-        word = words[position]
-        remaining = length - chunk
-        np.clip(remaining, 0, 8, out=remaining)
-        word &= _BYTE_MASKS[remaining]
-        value ^= word
-        # A string shorter than this chunk must hash as if alone: no further multiply.
-        value *= _MUL if chunk == 0 else np.where(remaining > 0, _MUL, _ONE)
-    if len(tail):
-        value[tail] = _hash_tail(data, start[tail], length[tail], longest)
+    head = words[start[:safe]]
+    head &= _BYTE_MASKS[np.minimum(length[:safe], 8)]
+    value[:safe] ^= head
+    value *= _MUL
+    for chunk in range(8, longest, 8):
+        # Only strings longer than `chunk` change: a shorter one hashes as if alone.
+        active = np.flatnonzero(length[:safe] > chunk)
+        word = words[start[active] + chunk]
+        word &= _BYTE_MASKS[np.minimum(length[active] - chunk, 8)]
+        value[active] = (value[active] ^ word) * _MUL
+    if safe < len(start):
+        value[safe:] = _hash_tail(data, start[safe:], length[safe:], longest)
     return value
 
 
