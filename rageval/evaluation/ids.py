@@ -21,7 +21,7 @@ _ONE = np.uint64(1)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _BYTE_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], dtype=np.uint64)
-_BLOCK = 1 << 20  # rows hashed at a time: bounds the temporaries, keeps them in cache
+_BLOCK = 1 << 14  # rows hashed at a time: their temporaries stay in the L2 cache (1 << 20 was 1.7x slower)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -59,19 +59,26 @@ def as_str(values: pd.Series, what: str) -> pd.Series:
 
 def query_codes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Each row's query code (queries numbered in order of first appearance) and the query IDs."""
+    codes, queries, _ = grouped_query_codes(array)
+    return codes, queries
+
+
+def grouped_query_codes(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`query_codes`, and each query's row count when the rows are grouped by query (the codes
+    then never decrease), else None."""
     if len(array) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
     # A run is usually grouped by query: its runs of equal IDs are then the queries themselves.
     runs = pc.run_end_encode(array)
     if len(runs.values) * 4 > len(array):  # not grouped: hash every row once
         codes, queries = pd.factorize(pd.Series(array, dtype=pd.ArrowDtype(array.type)), sort=False)
-        return codes.astype(np.int64, copy=False), np.asarray(queries, dtype=object)
+        return codes.astype(np.int64, copy=False), np.asarray(queries, dtype=object), None
     lengths = np.diff(runs.run_ends.to_numpy(zero_copy_only=False).astype(np.int64), prepend=0)
     names = runs.values.to_numpy(zero_copy_only=False).astype(object)
     if pd.Index(names, dtype=object).is_unique:
-        return np.repeat(np.arange(len(names), dtype=np.int64), lengths), names
+        return np.repeat(np.arange(len(names), dtype=np.int64), lengths), names, lengths
     codes, queries = pd.factorize(names, sort=False)
-    return np.repeat(codes.astype(np.int64), lengths), np.asarray(queries, dtype=object)
+    return np.repeat(codes.astype(np.int64), lengths), np.asarray(queries, dtype=object), None
 
 
 def query_key(codes: np.ndarray) -> np.ndarray:
