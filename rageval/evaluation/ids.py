@@ -69,12 +69,14 @@ def grouped_query_codes(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.nda
     if len(array) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
     # A run is usually grouped by query: its runs of equal IDs are then the queries themselves.
-    runs = pc.run_end_encode(array)
-    if len(runs.values) * 4 > len(array):  # not grouped: hash every row once
+    n = len(array)
+    changes = pc.indices_nonzero(pc.not_equal(array.slice(1), array.slice(0, n - 1)))
+    starts = np.r_[0, changes.to_numpy(zero_copy_only=False).astype(np.int64) + 1]
+    if len(starts) * 4 > n:  # not grouped: hash every row once
         codes, queries = pd.factorize(pd.Series(array, dtype=pd.ArrowDtype(array.type)), sort=False)
         return codes.astype(np.int64, copy=False), np.asarray(queries, dtype=object), None
-    lengths = np.diff(runs.run_ends.to_numpy(zero_copy_only=False).astype(np.int64), prepend=0)
-    names = runs.values.to_numpy(zero_copy_only=False).astype(object)
+    lengths = np.diff(starts, append=n)
+    names = array.take(pa.array(starts)).to_numpy(zero_copy_only=False).astype(object)
     if pd.Index(names, dtype=object).is_unique:
         return np.repeat(np.arange(len(names), dtype=np.int64), lengths), names, lengths
     codes, queries = pd.factorize(names, sort=False)
