@@ -106,23 +106,23 @@ def hash_strings(array: pa.Array) -> np.ndarray:
         data = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
     # Every byte position as the start of an unaligned little-endian uint64 word: a strided view, no copy.
     words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
-    start = offsets[:-1].astype(np.int64, copy=False)
-    length = (offsets[1:] - offsets[:-1]).astype(np.int64, copy=False)
-    if int(length.max()) <= _SHORT:
-        value = np.empty(n, dtype=np.uint64)
-        for low in range(0, n, _BLOCK):
-            high = min(n, low + _BLOCK)
-            value[low:high] = _hash_block(data, words, start[low:high], length[low:high])
-        return value
     value = np.empty(n, dtype=np.uint64)
-    long = length > _SHORT
-    at = np.flatnonzero(long)
-    value[at] = _hash_long(data, start[at], length[at])
-    short = np.flatnonzero(~long)
-    start, length = start[short], length[short]
-    for low in range(0, len(short), _BLOCK):
-        high = min(len(short), low + _BLOCK)
-        value[short[low:high]] = _hash_block(data, words, start[low:high], length[low:high])
+    longs = []  # the long strings' positions, hashed together at the end
+    for low in range(0, n, _BLOCK):  # a block at a time: the temporaries stay in cache
+        high = min(n, low + _BLOCK)
+        start = offsets[low:high].astype(np.int64)
+        length = offsets[low + 1 : high + 1] - start
+        if int(length.max()) <= _SHORT:
+            value[low:high] = _hash_block(data, words, start, length)
+            continue
+        long = length > _SHORT
+        short = np.flatnonzero(~long)
+        value[low + short] = _hash_block(data, words, start[short], length[short])
+        longs.append(low + np.flatnonzero(long))
+    if longs:
+        at = np.concatenate(longs)
+        start = offsets[at].astype(np.int64)
+        value[at] = _hash_long(data, start, offsets[at + 1] - start)
     return value
 
 

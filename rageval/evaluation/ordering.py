@@ -109,8 +109,10 @@ def ranks(query: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
     else:
         counts = counts[counts > 0]
         starts = np.cumsum(counts) - counts
-    rank = np.arange(1, n + 1, dtype=np.int64)
-    rank -= np.repeat(starts, counts)
+    # Ones, each query's first row stepping back by the previous query's length, summed: one array.
+    rank = np.ones(n, dtype=np.int64)
+    rank[starts[1:]] = 1 - counts[:-1]
+    np.cumsum(rank, out=rank)
     return rank
 
 
@@ -216,9 +218,10 @@ def _duplicates(
             grid = np.full((size, width), np.iinfo(np.uint32).max, dtype=np.uint32)
             grid[query, rank - 1] = short
             grid.sort(axis=1)
-        at_query, at_column = np.nonzero(grid[:, 1:] == grid[:, :-1])
-        if not len(at_query):
+        equal = grid[:, 1:] == grid[:, :-1]
+        if not equal.any():  # the usual case: one cheap pass, no positions built
             return EMPTY
+        at_query, at_column = np.nonzero(equal)
         # The marked queries' rows: each query's rows are contiguous in the decided order.
         marked = np.unique(at_query)
         sizes = counts[marked]
