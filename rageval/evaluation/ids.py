@@ -70,11 +70,11 @@ def grouped_query_codes(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.nda
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
     # A run is usually grouped by query: its runs of equal IDs are then the queries themselves.
     n = len(array)
-    changes = pc.indices_nonzero(pc.not_equal(array.slice(1), array.slice(0, n - 1)))
-    starts = np.r_[0, changes.to_numpy(zero_copy_only=False).astype(np.int64) + 1]
-    if len(starts) * 4 > n:  # not grouped: hash every row once
+    change = pc.not_equal(array.slice(1), array.slice(0, n - 1))
+    if (pc.sum(change).as_py() or 0) * 4 + 4 > n:  # not grouped: hash every row once
         codes, queries = pd.factorize(pd.Series(array, dtype=pd.ArrowDtype(array.type)), sort=False)
         return codes.astype(np.int64, copy=False), np.asarray(queries, dtype=object), None
+    starts = np.r_[0, pc.indices_nonzero(change).to_numpy(zero_copy_only=False).astype(np.int64) + 1]
     lengths = np.diff(starts, append=n)
     names = array.take(pa.array(starts)).to_numpy(zero_copy_only=False).astype(object)
     if pd.Index(names, dtype=object).is_unique:
