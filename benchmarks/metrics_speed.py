@@ -320,7 +320,7 @@ def summary(results: dict) -> None:
         return
     print(f"\nrageval against its peers (peer time / rageval time; > 1: rageval is faster); target {TARGET}")
     header = f"{'rows':<10}{'warm s':>8}{'cpu s':>7}{'peak MB':>9}" + "".join(
-        f"{SHORT.get(p, p) + ' ' + kind:>18}" for p in peers for kind in ("eval", "total")
+        f"{SHORT.get(p, p) + ' ' + kind:>21}" for p in peers for kind in ("eval", "total")
     )
     print(header)
     print("-" * len(header))
@@ -330,8 +330,8 @@ def summary(results: dict) -> None:
         cells = ""
         for p in peers:
             peer = results[p][0]
-            cells += f"{peer['warm_wall'] / r['warm_wall']:>18.1f}"
-            cells += f"{(peer['convert_wall'] + peer['warm_wall']) / total:>18.1f}"
+            cells += f"{peer['warm_wall'] / r['warm_wall']:>21.1f}"
+            cells += f"{(peer['convert_wall'] + peer['warm_wall']) / total:>21.1f}"
         label = "grouped" if tool == "rageval" else "shuffled"
         print(f"{label:<10}{r['warm_wall']:>8.3f}{r['warm_cpu']:>7.3f}{r['peak_rss_mb']:>9.0f}{cells}")
     print(
