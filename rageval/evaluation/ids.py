@@ -107,11 +107,11 @@ def hash_strings(array: pa.Array) -> np.ndarray:
     # Every byte position as the start of an unaligned little-endian uint64 word: a strided view, no copy.
     words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
     value = np.empty(n, dtype=np.uint64)
-    longs = []  # the long strings' positions, hashed together at the end
+    longs: list[np.ndarray] = []  # the long strings' positions, hashed together at the end
     for low in range(0, n, _BLOCK):  # a block at a time: the temporaries stay in cache
         high = min(n, low + _BLOCK)
         start = offsets[low:high].astype(np.int64)
-        length = offsets[low + 1 : high + 1] - start
+        length = offsets[low + 1 : high + 1].astype(np.int64) - start
         if int(length.max()) <= _SHORT:
             value[low:high] = _hash_block(data, words, start, length)
             continue
@@ -122,7 +122,7 @@ def hash_strings(array: pa.Array) -> np.ndarray:
     if longs:
         at = np.concatenate(longs)
         start = offsets[at].astype(np.int64)
-        value[at] = _hash_long(data, start, offsets[at + 1] - start)
+        value[at] = _hash_long(data, start, offsets[at + 1].astype(np.int64) - start)
     return value
 
 
