@@ -233,3 +233,33 @@ def test_document_hash_is_a_function_of_the_string_alone(texts, large, cut):
         patch.setattr("rageval.evaluation.ids._BLOCK", 3)
         assert hash_strings(array).tolist() == [reference_hash(t) for t in texts]
     assert hash_strings(pa.array(texts[cut:] or [""])).tolist() == [reference_hash(t) for t in texts[cut:] or [""]]
+
+
+@pytest.mark.parametrize("ties", ["docid-asc", "docid-desc"])
+@pytest.mark.parametrize("uniform", [True, False])
+def test_grouped_and_shuffled_rows_give_identical_values(ties, uniform):
+    # A run as a stage writes it (grouped by query, in score order) and the same rows shuffled take
+    # different paths (run-length query groups and a check, or a sort): the values must not differ.
+    # Scores from a few values (ties), documents repeated within a query (duplicates), judged
+    # documents not retrieved and retrieved documents not judged.
+    rng = np.random.default_rng(7)
+    rows, qrels, repeated = [], {}, 0
+    for q in range(300):
+        depth = 60 if uniform else int(rng.integers(1, 120))
+        docs = rng.integers(0, 150, size=depth)  # ~20% repeats at depth 60
+        repeated += depth - len(np.unique(docs))
+        scores = rng.integers(0, 8, size=depth) / 2.0
+        rows += [(f"q{q}", f"d{d}", s) for d, s in zip(docs, scores, strict=True)]
+        judged = rng.choice(200, size=int(rng.integers(0, 25)), replace=False)
+        qrels[f"q{q}"] = {f"d{d}": int(rng.integers(0, 4)) for d in judged}
+    run = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]).astype({"query_id": "str", "doc_id": "str"})
+    grouped = run.sort_values(["query_id", "score"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    shuffled = run.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    measures = ["nDCG@10", "nDCG", "R@100", "RR", "Success@10", "P@5", "AP", "Rprec", "Judged@10"]
+    results = [evaluate(frame, qrels, measures, ties=ties) for frame in (grouped, shuffled)]
+    first, second = results
+    assert first.duplicates == second.duplicates == repeated > 0
+    pd.testing.assert_frame_equal(first.per_query, second.per_query, check_exact=True)
+    pd.testing.assert_frame_equal(first.diagnostics, second.diagnostics, check_exact=True)
+    assert first.evaluated > 250 and 0 < first.aggregates["nDCG@10"] < 1
+    assert (first.diagnostics["tie_rate@10"].dropna() > 0).any()  # the ties were there

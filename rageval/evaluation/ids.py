@@ -21,7 +21,7 @@ _ONE = np.uint64(1)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _BYTE_MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [2**64 - 1], dtype=np.uint64)
-_BLOCK = 1 << 20  # rows hashed at a time: bounds the temporaries, keeps them in cache
+_BLOCK = 1 << 14  # rows hashed at a time: their temporaries stay in the L2 cache (1 << 20 was 1.7x slower)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -59,19 +59,28 @@ def as_str(values: pd.Series, what: str) -> pd.Series:
 
 def query_codes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Each row's query code (queries numbered in order of first appearance) and the query IDs."""
+    codes, queries, _ = grouped_query_codes(array)
+    return codes, queries
+
+
+def grouped_query_codes(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`query_codes`, and each query's row count when the rows are grouped by query (the codes
+    then never decrease), else None."""
     if len(array) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
     # A run is usually grouped by query: its runs of equal IDs are then the queries themselves.
-    runs = pc.run_end_encode(array)
-    if len(runs.values) * 4 > len(array):  # not grouped: hash every row once
+    n = len(array)
+    change = pc.not_equal(array.slice(1), array.slice(0, n - 1))
+    if (pc.sum(change).as_py() or 0) * 4 + 4 > n:  # not grouped: hash every row once
         codes, queries = pd.factorize(pd.Series(array, dtype=pd.ArrowDtype(array.type)), sort=False)
-        return codes.astype(np.int64, copy=False), np.asarray(queries, dtype=object)
-    lengths = np.diff(runs.run_ends.to_numpy(zero_copy_only=False).astype(np.int64), prepend=0)
-    names = runs.values.to_numpy(zero_copy_only=False).astype(object)
+        return codes.astype(np.int64, copy=False), np.asarray(queries, dtype=object), None
+    starts = np.r_[0, pc.indices_nonzero(change).to_numpy(zero_copy_only=False).astype(np.int64) + 1]
+    lengths = np.diff(starts, append=n)
+    names = array.take(pa.array(starts)).to_numpy(zero_copy_only=False).astype(object)
     if pd.Index(names, dtype=object).is_unique:
-        return np.repeat(np.arange(len(names), dtype=np.int64), lengths), names
+        return np.repeat(np.arange(len(names), dtype=np.int64), lengths), names, lengths
     codes, queries = pd.factorize(names, sort=False)
-    return np.repeat(codes.astype(np.int64), lengths), np.asarray(queries, dtype=object)
+    return np.repeat(codes.astype(np.int64), lengths), np.asarray(queries, dtype=object), None
 
 
 def query_key(codes: np.ndarray) -> np.ndarray:
@@ -97,24 +106,23 @@ def hash_strings(array: pa.Array) -> np.ndarray:
         data = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
     # Every byte position as the start of an unaligned little-endian uint64 word: a strided view, no copy.
     words = np.ndarray(shape=(len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
-    start = offsets[:-1].astype(np.int64)
-    length = offsets[1:].astype(np.int64) - start
     value = np.empty(n, dtype=np.uint64)
-    long = length > _SHORT
-    if long.any():
-        at = np.flatnonzero(long)
-        value[at] = _hash_long(data, start[at], length[at])
+    longs: list[np.ndarray] = []  # the long strings' positions, hashed together at the end
+    for low in range(0, n, _BLOCK):  # a block at a time: the temporaries stay in cache
+        high = min(n, low + _BLOCK)
+        start = offsets[low:high].astype(np.int64)
+        length = offsets[low + 1 : high + 1].astype(np.int64) - start
+        if int(length.max()) <= _SHORT:
+            value[low:high] = _hash_block(data, words, start, length)
+            continue
+        long = length > _SHORT
         short = np.flatnonzero(~long)
-        start, length = start[short], length[short]
-    else:
-        short = None
-    out = np.empty(len(start), dtype=np.uint64)
-    for low in range(0, len(start), _BLOCK):
-        high = min(len(start), low + _BLOCK)
-        out[low:high] = _hash_block(data, words, start[low:high], length[low:high])
-    if short is None:
-        return out
-    value[short] = out
+        value[low + short] = _hash_block(data, words, start[short], length[short])
+        longs.append(low + np.flatnonzero(long))
+    if longs:
+        at = np.concatenate(longs)
+        start = offsets[at].astype(np.int64)
+        value[at] = _hash_long(data, start, offsets[at + 1].astype(np.int64) - start)
     return value
 
 
@@ -124,28 +132,30 @@ _LONG_SEED = np.uint64(0xD6E8FEB86659FD93)
 
 
 def _hash_block(data: np.ndarray, words: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The word-by-word hash of strings of at most :data:`_SHORT` bytes (``start`` non-decreasing).
+
+    The first word is every string's; each later word only the strings that reach it. A string whose
+    words would read past the end of the data buffer is redone from a padded copy of the tail."""
     if len(start) == 0:
         return np.zeros(0, dtype=np.uint64)
-    start = start.copy()
-    length = length.copy()
     last = len(words) - 1
+    longest = int(length.max())
+    # Rows from `safe` on may read past the buffer's end (start is non-decreasing): redone below.
+    safe = int(np.searchsorted(start, last - max(longest - 1, 0) // 8 * 8, side="right"))
     value = length.astype(np.uint64)
     value *= _MUL
-    longest = int(length.max())
-    # The last few strings of the buffer would read past its end: clamped here, redone from a padded tail.
-    tail = np.flatnonzero(start + longest > last)
-    for chunk in range(0, longest, 8):
-        position = start + chunk
-        np.minimum(position, last, out=position)
-        word = words[position]
-        remaining = length - chunk
-        np.clip(remaining, 0, 8, out=remaining)
-        word &= _BYTE_MASKS[remaining]
-        value ^= word
-        # A string shorter than this chunk must hash as if alone: no further multiply.
-        value *= _MUL if chunk == 0 else np.where(remaining > 0, _MUL, _ONE)
-    if len(tail):
-        value[tail] = _hash_tail(data, start[tail], length[tail], longest)
+    head = words[start[:safe]]
+    head &= _BYTE_MASKS[np.minimum(length[:safe], 8)]
+    value[:safe] ^= head
+    value *= _MUL
+    for chunk in range(8, longest, 8):
+        # Only strings longer than `chunk` change: a shorter one hashes as if alone.
+        active = np.flatnonzero(length[:safe] > chunk)
+        word = words[start[active] + chunk]
+        word &= _BYTE_MASKS[np.minimum(length[active] - chunk, 8)]
+        value[active] = (value[active] ^ word) * _MUL
+    if safe < len(start):
+        value[safe:] = _hash_tail(data, start[safe:], length[safe:], longest)
     return value
 
 

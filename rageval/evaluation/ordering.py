@@ -8,6 +8,7 @@ candidates, confirmed on the IDs; the first occurrence in the decided order stay
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,7 @@ from rageval.evaluation.contract import (
     TiePolicy,
     check_choice,
 )
-from rageval.evaluation.ids import arrow_strings, hash_strings, query_codes, query_key
+from rageval.evaluation.ids import arrow_strings, grouped_query_codes, hash_strings, query_key
 from rageval.validation import absent_columns
 
 EMPTY = np.zeros(0, dtype=np.int64)
@@ -58,17 +59,18 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         raise EvaluationError(
             f"the run lacks column(s) {', '.join(absent)}; a run has query_id, doc_id, score and optionally rank"
         )
-    codes, queries = query_codes(arrow_strings(run["query_id"], "query ID"))
+    codes, queries, grouped_lengths = grouped_query_codes(arrow_strings(run["query_id"], "query ID"))
     docs = arrow_strings(run["doc_id"], "document ID")
     score = run["score"].to_numpy(dtype=np.float64) if "score" in run.columns else np.zeros(len(run))
-    order = _decide_order(run, codes, score, docs, ties)
+    counts = grouped_lengths if grouped_lengths is not None else np.bincount(codes, minlength=len(queries))
+    order = _decide_order(run, codes, score, docs, ties, grouped_lengths)
     doc_hash = hash_strings(docs)
     if order is None:  # already in the decided order: no gathers
         order, query = np.arange(len(codes)), codes
     else:
         query, score, doc_hash = codes[order], score[order], doc_hash[order]
-    rank = ranks(query)
-    dropped_at = _duplicates(query, rank, doc_hash, order, docs, len(queries))
+    rank = ranks(query, counts)
+    dropped_at = _duplicates(query, rank, doc_hash, order, docs, counts)
     dropped = np.bincount(query[dropped_at], minlength=len(queries))
     if len(dropped_at):
         if duplicates == "error":
@@ -80,7 +82,8 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         keep = np.ones(len(order), dtype=bool)
         keep[dropped_at] = False
         order, query, score, doc_hash = order[keep], query[keep], score[keep], doc_hash[keep]
-        rank = ranks(query)
+        counts = counts - dropped
+        rank = ranks(query, counts)
     return Ranked(
         queries=queries,
         query=query,
@@ -89,34 +92,57 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         row=order,
         hash=doc_hash,
         docs=docs,
-        lengths=np.bincount(query, minlength=len(queries)),
+        lengths=counts,
         dropped=dropped,
     )
 
 
-def ranks(query: np.ndarray) -> np.ndarray:
-    """1-based position within each run of equal (non-decreasing) query codes."""
+def ranks(query: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
+    """1-based position within each run of equal (non-decreasing) query codes; ``counts``, when
+    given, is each code's number of rows (``np.bincount(query)``), and saves finding the runs."""
     n = len(query)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
-    return np.arange(1, n + 1, dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, n]))
+    if counts is None:
+        starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
+        counts = np.diff(np.r_[starts, n])
+    else:
+        counts = counts[counts > 0]
+        starts = np.cumsum(counts) - counts
+    # Ones, each query's first row stepping back by the previous query's length, summed: one array.
+    rank = np.ones(n, dtype=np.int64)
+    rank[starts[1:]] = 1 - counts[:-1]
+    np.cumsum(rank, out=rank)
+    return rank
+
+
+def _breaks(lengths: np.ndarray) -> np.ndarray:
+    """Where a grouped run's query changes: positions i with rows i and i + 1 in different queries."""
+    return np.cumsum(lengths[lengths > 0])[:-1] - 1
+
+
+def _off(positions: np.ndarray, breaks: np.ndarray) -> np.ndarray:
+    """``positions`` (ascending) that are not query breaks: pairs of rows inside one query."""
+    at = np.minimum(np.searchsorted(breaks, positions), max(len(breaks) - 1, 0))
+    return positions[breaks[at] != positions] if len(breaks) else positions
 
 
 def _decide_order(
-    run: pd.DataFrame, codes: np.ndarray, score: np.ndarray, docs: pa.Array, ties: str
+    run: pd.DataFrame, codes: np.ndarray, score: np.ndarray, docs: pa.Array, ties: str, lengths: np.ndarray | None
 ) -> np.ndarray | None:
     """Input positions in the decided order (grouped by query in order of first appearance, then by
-    the tie policy); None when the input already is in that order."""
-    grouped = bool((codes[1:] >= codes[:-1]).all())
-    same = codes[1:] == codes[:-1]
+    the tie policy); None when the input already is in that order. ``lengths``: each query's rows
+    when the input is grouped by query, else None."""
+    if lengths is None and len(codes) and bool((codes[1:] >= codes[:-1]).all()):
+        lengths = np.bincount(codes)
+    breaks = _breaks(lengths) if lengths is not None else None
     if ties == "input-order":
         if "rank" not in run.columns:
-            return None if grouped else np.argsort(codes, kind="stable")
+            return None if breaks is not None else np.argsort(codes, kind="stable")
         rank = run["rank"].to_numpy(dtype=np.float64)
         if np.isnan(rank).any():
             raise EvaluationError(f"{int(np.isnan(rank).sum())} missing rank(s) in the run's rank column")
-        if grouped and not (same & (rank[1:] < rank[:-1])).any():
+        if breaks is not None and not len(_off(np.flatnonzero(rank[1:] < rank[:-1]), breaks)):
             return None
         return np.lexsort((rank, codes))
     if np.isnan(score).any():
@@ -124,11 +150,14 @@ def _decide_order(
             f"{int(np.isnan(score).sum())} missing score(s); score-ordered tie policies need every score "
             "(or evaluate with ties='input-order')"
         )
-    if grouped and not (same & (score[1:] > score[:-1])).any():
-        tied = same & (score[1:] == score[:-1])
-        if not tied.any():
+    if breaks is not None and not len(_off(np.flatnonzero(score[1:] > score[:-1]), breaks)):
+        # Grouped, each query in score order: only tied rows may move.
+        tied_at = _off(np.flatnonzero(score[1:] == score[:-1]), breaks)
+        if not len(tied_at):
             return None
         order = np.arange(len(codes))
+        tied = np.zeros(len(codes) - 1, dtype=bool)
+        tied[tied_at] = True
     else:
         order = _score_order(codes, score)
         ordered_score, ordered_codes = score[order], codes[order]
@@ -171,30 +200,33 @@ def _sort_tied_by_doc(order: np.ndarray, tied: np.ndarray, docs: pa.Array, *, de
 
 
 def _duplicates(
-    query: np.ndarray, rank: np.ndarray, doc_hash: np.ndarray, order: np.ndarray, docs: pa.Array, size: int
+    query: np.ndarray, rank: np.ndarray, doc_hash: np.ndarray, order: np.ndarray, docs: pa.Array, counts: np.ndarray
 ) -> np.ndarray:
-    """Positions (in the decided order) of repeated (query, document) rows after their first occurrence."""
-    n = len(query)
+    """Positions (in the decided order) of repeated (query, document) rows after their first
+    occurrence; ``counts``: each query code's rows."""
+    n, size = len(query), len(counts)
     if n < 2:
         return EMPTY
-    counts = np.bincount(query, minlength=size)
     width = int(counts.max())
     if size * width <= 2 * n + 1024:
         # One row per query, on 32 bits of the hash: sorting short rows is several times faster than
         # one long sort; the rare equal halves are settled on the IDs below.
-        short = (doc_hash >> np.uint64(32)).astype(np.uint32)
+        short = _high_halves(doc_hash)
         if (counts == width).all():
             grid = np.sort(short.reshape(size, width), axis=1)
         else:
             grid = np.full((size, width), np.iinfo(np.uint32).max, dtype=np.uint32)
             grid[query, rank - 1] = short
             grid.sort(axis=1)
-        at_query, at_column = np.nonzero(grid[:, 1:] == grid[:, :-1])
-        if not len(at_query):
+        equal = grid[:, 1:] == grid[:, :-1]
+        if not equal.any():  # the usual case: one cheap pass, no positions built
             return EMPTY
-        marked = np.zeros(size, dtype=bool)
-        marked[at_query] = True
-        inside = np.flatnonzero(marked[query])
+        at_query, at_column = np.nonzero(equal)
+        # The marked queries' rows: each query's rows are contiguous in the decided order.
+        marked = np.unique(at_query)
+        sizes = counts[marked]
+        shift = (np.cumsum(counts) - counts)[marked] - (np.cumsum(sizes) - sizes)
+        inside = np.arange(int(sizes.sum())) + np.repeat(shift, sizes)
         suspects = np.unique(grid[at_query, at_column].astype(np.uint64) ^ query_key(at_query))
         keys = short[inside].astype(np.uint64) ^ query_key(query[inside])
         candidates = inside[pd.Index(keys).isin(suspects)]
@@ -209,6 +241,13 @@ def _duplicates(
     names = docs.take(pa.array(order[candidates], type=pa.int64())).to_numpy(zero_copy_only=False)
     confirmed = pd.DataFrame({"q": query[candidates], "d": names}).duplicated(keep="first").to_numpy()
     return candidates[confirmed]
+
+
+def _high_halves(values: np.ndarray) -> np.ndarray:
+    """The high 32 bits of each uint64: a strided view on a little-endian machine, no pass."""
+    if sys.byteorder == "little" and values.flags.c_contiguous:
+        return values.view(np.uint32)[1::2]
+    return (values >> np.uint64(32)).astype(np.uint32)
 
 
 def order_ranking(run: pd.DataFrame, ties: TiePolicy, duplicates: DuplicatePolicy = "keep-first") -> pd.DataFrame:

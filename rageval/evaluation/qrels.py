@@ -65,7 +65,9 @@ def locate_judgments(qrels: Mapping[str, Mapping[str, int]], ranked: Ranked) -> 
     query = np.repeat(np.array(names, dtype=object), sizes)
     doc = np.array([str(d) for judged in qrels.values() for d in judged], dtype=object)
     grade = np.array([int(g) for judged in qrels.values() for g in judged.values()], dtype=np.int64)
-    code = pd.Index(ranked.queries, dtype=object).get_indexer(query).astype(np.int64) if len(query) else EMPTY
+    # Each query's code looked up once, not once per judgment.
+    per_query = pd.Index(ranked.queries, dtype=object).get_indexer(np.array(names, dtype=object))
+    code = np.repeat(per_query.astype(np.int64), sizes) if len(query) else EMPTY
     row = _locate(ranked, doc, code)
     return Judgments(tuple(dict.fromkeys(names)), query, doc, grade, code, row)
 
@@ -79,12 +81,7 @@ def _locate(ranked: Ranked, doc: np.ndarray, code: np.ndarray) -> np.ndarray:
     doc_hash = hash_strings(arrow_strings(doc[known], "document ID"))
     keys = pd.Index(doc_hash ^ query_key(code[known]))
     if keys.is_unique:
-        # A bit table on the document hash discards most unjudged rows before any key is built.
-        bits = min(max(10, int(16 * len(known)).bit_length()), 30)
-        shift = np.uint64(64 - bits)
-        table = np.zeros(1 << bits, dtype=bool)
-        table[doc_hash >> shift] = True
-        candidates = np.flatnonzero(table[ranked.hash >> shift])
+        candidates = _candidates(ranked, doc_hash, code[known])
         at = keys.get_indexer(ranked.hash[candidates] ^ query_key(ranked.query[candidates]))
         hits = candidates[at >= 0]
         judgment = known[at[at >= 0]]
@@ -98,3 +95,24 @@ def _locate(ranked: Ranked, doc: np.ndarray, code: np.ndarray) -> np.ndarray:
     joined = wanted.merge(kept, on=["q", "d"], how="inner")
     row[joined["j"].to_numpy()] = joined["row"].to_numpy()
     return row
+
+
+_SPREAD = np.uint64(0x9E3779B97F4A7C15)  # odd: a query's code times it moves the hash's high bits
+_BLOCK = 1 << 16  # rows filtered at a time: their temporaries stay in the L2 cache
+
+
+def _candidates(ranked: Ranked, doc_hash: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """Kept-row positions whose (query, document) may be judged: a bit table on the judged pairs'
+    keys discards most rows, including a judged document retrieved for another query."""
+    bits = min(max(10, int(16 * len(code)).bit_length()), 30)
+    shift = np.uint64(64 - bits)
+    table = np.zeros(1 << bits, dtype=bool)
+    table[(doc_hash + code.astype(np.uint64) * _SPREAD) >> shift] = True
+    found = []
+    for low in range(0, len(ranked.query), _BLOCK):
+        key = ranked.query[low : low + _BLOCK].astype(np.uint64)
+        key *= _SPREAD
+        key += ranked.hash[low : low + _BLOCK]
+        key >>= shift
+        found.append(np.flatnonzero(table[key]) + low)
+    return np.concatenate(found)

@@ -144,16 +144,9 @@ def coverage(ranked: Ranked, evidence: Evidence, run: pd.DataFrame) -> Coverage:
     # (query, document) keys: a document's hash with its query's key (computed once per query).
     per_query = query_key(np.arange(len(ranked.queries), dtype=np.int64))
     span_key = hash_strings(arrow_strings(evidence.document[known], "document ID")) ^ per_query[code[known]]
-    all_keys = hash_strings(documents)[ranked.row] ^ per_query[ranked.query]
-    # Only rows of a document judged for their query can cover anything: a bit table drops the rest.
-    bits = min(max(10, int(16 * len(known)).bit_length()), 30)
-    shift = np.uint64(64 - bits)
-    table = np.zeros(1 << bits, dtype=bool)
-    table[span_key >> shift] = True
-    candidates = np.flatnonzero(table[all_keys >> shift])
+    candidates, row_key = _candidates(ranked, hash_strings(documents), per_query, span_key)
     order = np.argsort(span_key, kind="stable")
     sorted_key = span_key[order]
-    row_key = all_keys[candidates]
     left = np.searchsorted(sorted_key, row_key, side="left")
     count = np.searchsorted(sorted_key, row_key, side="right") - left
     hit = np.flatnonzero(count)
@@ -179,6 +172,29 @@ def coverage(ranked: Ranked, evidence: Evidence, run: pd.DataFrame) -> Coverage:
         judged_itself = np.isin(pair_row, pair_row[exact])
         inside &= exact | ~judged_itself
     return Coverage(pair_row[inside], pair_span[inside])
+
+
+_BLOCK = 1 << 16  # kept rows keyed at a time: their temporaries stay in cache
+
+
+def _candidates(
+    ranked: Ranked, doc_hash: np.ndarray, per_query: np.ndarray, span_key: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Kept rows whose (query, document) key may be a judged span's, and their keys: only rows of a
+    document judged for their query can cover anything, and a bit table drops the rest (a block of
+    rows at a time)."""
+    bits = min(max(10, int(16 * len(span_key)).bit_length()), 30)
+    shift = np.uint64(64 - bits)
+    table = np.zeros(1 << bits, dtype=bool)
+    table[span_key >> shift] = True
+    rows, keys = [], []
+    for low in range(0, len(ranked.row), _BLOCK):
+        key = doc_hash[ranked.row[low : low + _BLOCK]]
+        key ^= per_query[ranked.query[low : low + _BLOCK]]
+        hit = np.flatnonzero(table[key >> shift])
+        rows.append(hit + low)
+        keys.append(key[hit])
+    return np.concatenate(rows), np.concatenate(keys)
 
 
 def grade_passages(ranked: Ranked, evidence: Evidence, run: pd.DataFrame) -> Graded:
