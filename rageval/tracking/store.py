@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,13 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from filelock import FileLock
 
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
 from rageval.paths import artifact_root_for, default_tracking_uri
 from rageval.tracking.artifacts import Written, artifact_hashes
+from rageval.tracking.connect import open_client, probe, store_failure, unreachable
+from rageval.tracking.naming import unique_name
 from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
@@ -78,18 +80,24 @@ class Tracker:
     """A tracking store. ``tracking_uri`` follows :func:`resolve_tracking_uri`."""
 
     def __init__(self, tracking_uri: str | None = None) -> None:
-        from mlflow import MlflowClient
-
         self.uri = resolve_tracking_uri(tracking_uri)
         self._written = Written()
-        if not self.uri.startswith("sqlite:///"):
-            self.client = MlflowClient(tracking_uri=self.uri)
-            return
-        # Opening a new sqlite store creates its tables; parallel runs must not do that at once.
-        database = Path(self.uri.removeprefix("sqlite:///"))
-        database.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(database.parent / f".{database.name}.lock"):
-            self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = open_client(self.uri)
+        # Every run this Tracker created, with its tags, kept from creation: a sweep names its runs
+        # from here when the store dies, not from the store.
+        self.created: dict[str, dict[str, str]] = {}
+        self._created_lock = threading.Lock()
+        self.clock = time.time  # the one place run start times come from (a test may set it)
+
+    def unanswered(self) -> str | None:
+        """Why the store does not answer now (``None`` when it does)."""
+        return probe(self.client)
+
+    def created_run(self, tags: Mapping[str, str]) -> str | None:
+        """The last run this Tracker created whose tags include ``tags`` (kept from creation)."""
+        with self._created_lock:
+            found = [run_id for run_id, held in self.created.items() if all(held.get(k) == v for k, v in tags.items())]
+        return found[-1] if found else None
 
     # ------------------------------------------------------------------ reading
 
@@ -99,6 +107,8 @@ class Tracker:
         try:
             run = self.client.get_run(run_id)
         except MlflowException as exc:
+            if unreachable(exc):
+                raise store_failure(self.uri, f"reading run {run_id}", exc) from None
             raise TrackingError(f"no run {run_id!r} in {self.uri}: {exc.message}") from None
         return RunInfo(
             run_id=run.info.run_id,
@@ -127,8 +137,16 @@ class Tracker:
         info = self.run(run_id)
         if not info.sealed:
             holds = any(f.path == MANIFEST for f in self.client.list_artifacts(run_id))
-            removed = f"; it holds a {MANIFEST}, so its {SEAL_TAG} tag was removed" if holds else ""
-            raise error(f"run {run_id} is {info.status} and not sealed: only sealed runs are results{removed}")
+            dead = holds and info.status == "FINISHED" and owner_of(info.tags).state == "dead"
+            why = info.tags.get(ERROR_TAG, "") if "never sealed" in info.tags.get(ERROR_TAG, "") else ""
+            if dead:
+                why = "never sealed: its process died between ending it FINISHED and writing its seal tag"
+            elif holds and not why:
+                why = f"it holds a {MANIFEST}, so its {SEAL_TAG} tag was removed"
+            raise error(
+                f"run {run_id} is {info.status} and not sealed: only sealed runs are results"
+                + (f"; {why}" if why else "")
+            )
         return info
 
     def sealed_frame(self, run_id: str, artifact_path: str) -> pd.DataFrame:
@@ -184,45 +202,22 @@ class Tracker:
         this process (see :mod:`rageval.tracking.owners`). ``run_name`` is numbered (``name #2``)
         when the experiment already has a run of that name, so that names stay unique."""
         experiment_id = self.experiment_id(experiment)
+        all_tags = {**source_tags(tags), **dict(tags), **owner_tags(), NAME_TAG: run_name}
         run = self.client.create_run(
-            experiment_id,
-            tags={**source_tags(tags), **dict(tags), **owner_tags(), NAME_TAG: run_name},
-            run_name=run_name,
+            experiment_id, start_time=int(self.clock() * 1000), tags=all_tags, run_name=run_name
         )
         run_id = run.info.run_id
-        # Numbered after creating, by the order of creation: two clients of one server naming runs at
-        # once would both count the runs before either existed and take the same number.
-        numbered = self.unique_name(experiment_id, run_name, before=(run.info.start_time, run_id))
-        if numbered != run_name:
-            self.client.update_run(run_id, name=numbered)
+        with self._created_lock:
+            self.created[run_id] = all_tags
+        # Numbered after creating (see :mod:`rageval.tracking.naming`).
+        name = unique_name(self.client, experiment_id, run_name, me=(run.info.start_time, run_id))
+        if name != run_name:
+            self.client.update_run(run_id, name=name)
         self.log_params(run_id, params)
         self._put(run_id, files or {})
         if dataset is not None:
             self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
         return run_id
-
-    def unique_name(self, experiment_id: str, name: str, *, before: tuple[int, str] | None = None) -> str:
-        """``name``, or ``name #n`` with n one more than the runs already given that name (by
-        :data:`NAME_TAG`, deleted runs too) in the experiment — with ``before`` (a run's start time
-        and ID), only those created before that run, in (start time, run ID) order."""
-        from mlflow.entities import ViewType
-
-        taken = 0
-        token = None
-        while True:
-            page = self.client.search_runs(
-                [experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=token
-            )
-            taken += sum(
-                1
-                for r in page
-                if r.data.tags.get(NAME_TAG, r.info.run_name) == name
-                and (before is None or (r.info.start_time, r.info.run_id) < before)
-            )
-            token = page.token
-            if not token:
-                break
-        return name if taken == 0 else f"{name} #{taken + 1}"
 
     def set_experiment_description(self, experiment: str, text: str) -> None:
         """The experiment's description (its ``mlflow.note.content`` tag), set when it has none."""
@@ -377,19 +372,25 @@ class Tracker:
         return owner_of(info.tags)
 
     def reap(self) -> list[tuple[str, str]]:
-        """End as KILLED every unsealed RUNNING run whose owner process has died (on this host), so
-        that no run stays RUNNING forever; returns (run ID, reason) for each. A run whose owner runs
-        elsewhere, or is not recorded, is left alone."""
+        """End as KILLED every unsealed run whose owner provably died (:mod:`~rageval.tracking.owners`):
+        a RUNNING one, and a FINISHED one whose process died between ending it and writing its seal
+        tag (the last write). Returns (run ID, reason) for each; a run owned elsewhere or by an
+        unknown owner is left alone."""
         reaped = []
-        for run in self._search("attributes.status = 'RUNNING'"):
-            if SEAL_TAG in run.data.tags:
-                continue
+        running = self._search("attributes.status = 'RUNNING'")
+        unsealed = self._search(f"attributes.status = 'FINISHED' and tags.`{SEAL_TAG}` IS NULL")
+        for run in [*running, *unsealed]:
             owner = owner_of(run.data.tags)
-            if owner.state != "dead":
+            if SEAL_TAG in run.data.tags or owner.state != "dead":
                 continue
-            reason = f"reaped: {owner.reason} and the run never sealed"
+            when = "before sealing" if run.info.status == "RUNNING" else "between ending FINISHED and its seal tag"
+            reason = f"reaped: {owner.reason} {when}; the run never sealed"
             try:
-                self.kill(run.info.run_id, reason)
+                if run.info.status == "RUNNING":
+                    self.kill(run.info.run_id, reason)
+                else:  # ended FINISHED: marked, so that no one takes it for a tampered result
+                    self.client.set_tag(run.info.run_id, ERROR_TAG, reason[:4000])
+                    self.client.set_terminated(run.info.run_id, "KILLED")
             except TrackingError:
                 continue  # it ended meanwhile (another process reaped it first)
             reaped.append((run.info.run_id, reason))
