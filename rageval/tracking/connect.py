@@ -18,7 +18,7 @@ import contextlib
 import os
 from collections.abc import MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from filelock import FileLock, Timeout
 
@@ -40,6 +40,9 @@ STORE_RETRIES = {
 STORE_CALL_BOUND_S = 3 * 20 + 1 + 2 + 1
 # How long a command waits for a sqlite store another process holds write-locked.
 SQLITE_LOCK_WAIT_S = 15.0
+# Ending a run FAILED tries once more (1 s later) when the store is locked: each try already waits
+# MLflow's own 20 s sqlite busy timeout, so a failure waits at most about 41 s for a lock to go.
+FAIL_RETRIES = 1
 
 
 def bound_store_retries(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
@@ -65,7 +68,37 @@ def open_client(uri: str) -> MlflowClient:
     database = sqlite_path(uri)
     if database is not None and not database.exists():
         create_sqlite_store(database)
-    return MlflowClient(tracking_uri=uri)
+    try:
+        client = MlflowClient(tracking_uri=uri)
+    except Exception as exc:
+        if unreachable(exc) is None:
+            raise
+        raise store_failure(uri, "opening the store", exc) from None
+    return cast("MlflowClient", GuardedClient(client, uri))
+
+
+class GuardedClient:
+    """An ``MlflowClient`` whose calls fail with a clear :class:`TrackingError` (what failed, which
+    store, the fix: :func:`store_failure`) when the store does not answer or cannot write — never
+    MLflow's or SQLAlchemy's traceback. Any other error (a run that does not exist) passes as is."""
+
+    def __init__(self, client: MlflowClient, uri: str) -> None:
+        self._client, self._uri = client, uri
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attribute(*args, **kwargs)
+            except Exception as exc:
+                if unreachable(exc) is None:
+                    raise
+                raise store_failure(self._uri, name.replace("_", " "), exc) from None
+
+        return guarded
 
 
 def create_sqlite_store(database: Path) -> None:
@@ -112,7 +145,11 @@ def unreachable(exc: BaseException) -> str | None:
     text = " ".join(str(exc).split())
     lowered = text.lower()
     signs = (
+        "failed with exception",  # MLflow's words for any request that got no answer
         "max retries exceeded",
+        "connection broken",
+        "connection aborted",
+        "connection reset",
         "connection refused",
         "failed to establish a new connection",
         "read timed out",
@@ -131,6 +168,11 @@ def unreachable(exc: BaseException) -> str | None:
         "status code 504",
     )
     return text[:300] if any(sign in lowered for sign in signs) else None
+
+
+def locked(exc: BaseException) -> bool:
+    """Whether ``exc`` is a sqlite store write-locked by another process."""
+    return "database is locked" in str(exc)
 
 
 def store_failure(uri: str, action: str, exc: BaseException) -> TrackingError:

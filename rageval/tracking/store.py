@@ -28,8 +28,9 @@ from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
 from rageval.paths import artifact_root_for, default_tracking_uri
+from rageval.retry import call_with_retries
 from rageval.tracking.artifacts import Written, artifact_hashes
-from rageval.tracking.connect import open_client, probe, store_failure, unreachable
+from rageval.tracking.connect import FAIL_RETRIES, locked, open_client, probe, store_failure, unreachable
 from rageval.tracking.naming import unique_name
 from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
@@ -348,13 +349,19 @@ class Tracker:
 
     def fail(self, run_id: str, error: str, notebook: Path | None = None, *, details: str | None = None) -> None:
         """End a run as FAILED with its error (one line in the tag; ``details``, e.g. the traceback,
-        in error.txt) and, if any, the partial executed notebook."""
-        self._writable(run_id)
-        self.set_tags(run_id, {ERROR_TAG: error[:4000]})
-        self.log_bytes(run_id, "error.txt", (f"{error}\n\n{details}" if details else error).encode())
-        if notebook is not None and Path(notebook).is_file():
-            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
-        self.client.set_terminated(run_id, "FAILED")
+        in error.txt) and, if any, the partial executed notebook. A store write-locked by another
+        process is waited for a while (:data:`~rageval.tracking.connect.FAIL_RETRIES`): the error
+        that ends a run is often that lock, and a failure must not leave the run RUNNING."""
+
+        def end() -> None:
+            self._writable(run_id)
+            self.set_tags(run_id, {ERROR_TAG: error[:4000]})
+            self.log_bytes(run_id, "error.txt", (f"{error}\n\n{details}" if details else error).encode())
+            if notebook is not None and Path(notebook).is_file():
+                self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+            self.client.set_terminated(run_id, "FAILED")
+
+        call_with_retries(end, retries=FAIL_RETRIES, backoff_s=1.0, retry_if=locked)
 
     # ------------------------------------------------------------------ sweeps, comparisons, release evaluations
 
