@@ -17,7 +17,7 @@ import json
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ import pandas as pd
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
-from rageval.paths import artifact_root_for, default_tracking_uri
+from rageval.paths import default_tracking_uri
 from rageval.retry import call_with_retries
 from rageval.tracking.artifacts import Written, artifact_hashes
 from rageval.tracking.connect import FAIL_RETRIES, locked, open_client, probe, store_failure, unreachable
@@ -35,7 +35,6 @@ from rageval.tracking.naming import unique_name
 from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
-    EXPERIMENT_KIND,
     LOGGING_METRIC,
     MANIFEST,
     NAME_TAG,
@@ -45,7 +44,6 @@ from rageval.tracking.records import (
     Record,
     comparison_record,
     evaluation_record,
-    experiment_note,
     png,
     read_evaluation,
     source_tags,
@@ -54,7 +52,6 @@ from rageval.tracking.records import (
 )
 from rageval.tracking.seal import (
     HMAC_TAG,
-    RunState,
     Verification,
     encode,
     history_keys,
@@ -62,6 +59,7 @@ from rageval.tracking.seal import (
     sealing_manifest,
     verification,
 )
+from rageval.tracking.search import ensure_experiment, reapable, run_state, search_all
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -167,23 +165,8 @@ class Tracker:
     # ------------------------------------------------------------------ writing
 
     def experiment_id(self, name: str) -> str:
-        from mlflow.exceptions import MlflowException
-
-        existing = self.client.get_experiment_by_name(name)
-        if existing is not None:
-            return existing.experiment_id
-        try:
-            return self.client.create_experiment(
-                name,
-                artifact_location=artifact_root_for(self.uri),
-                tags={NOTE_TAG: experiment_note(name), **EXPERIMENT_KIND},
-            )
-        except MlflowException:
-            # A parallel run created it first.
-            existing = self.client.get_experiment_by_name(name)
-            if existing is None:
-                raise
-            return existing.experiment_id
+        """The experiment called ``name``, created (with its note) when the store has none."""
+        return ensure_experiment(self.client, self.uri, name)
 
     def create_run(
         self,
@@ -352,78 +335,48 @@ class Tracker:
         in error.txt) and, if any, the partial executed notebook. A store write-locked by another
         process is waited for a while (:data:`~rageval.tracking.connect.FAIL_RETRIES`): the error
         that ends a run is often that lock, and a failure must not leave the run RUNNING."""
-
-        def end() -> None:
-            self._writable(run_id)
-            self.set_tags(run_id, {ERROR_TAG: error[:4000]})
-            self.log_bytes(run_id, "error.txt", (f"{error}\n\n{details}" if details else error).encode())
-            if notebook is not None and Path(notebook).is_file():
-                self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
-            self.client.set_terminated(run_id, "FAILED")
-
-        call_with_retries(end, retries=FAIL_RETRIES, backoff_s=1.0, retry_if=locked)
-
-    # ------------------------------------------------------------------ sweeps, comparisons, release evaluations
+        text = f"{error}\n\n{details}" if details else error
+        call_with_retries(
+            lambda: self._end(run_id, "FAILED", error, text, notebook),
+            retries=FAIL_RETRIES,
+            backoff_s=1.0,
+            retry_if=locked,
+        )
 
     def kill(self, run_id: str, reason: str, notebook: Path | None = None) -> None:
         """End an interrupted run as KILLED (never sealed), with the reason and any partial notebook."""
+        self._end(run_id, "KILLED", reason, reason, notebook)
+
+    def _end(self, run_id: str, status: str, error: str, text: str, notebook: Path | None) -> None:
         self._writable(run_id)
-        self.set_tags(run_id, {ERROR_TAG: reason[:4000]})
-        self.log_bytes(run_id, "error.txt", reason.encode())
+        self.set_tags(run_id, {ERROR_TAG: error[:4000]})
+        self.log_bytes(run_id, "error.txt", text.encode())
         if notebook is not None and Path(notebook).is_file():
             self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
-        self.client.set_terminated(run_id, "KILLED")
+        self.client.set_terminated(run_id, status)
 
     def owner(self, info: RunInfo) -> Owner:
         """Whether the process that created a run still runs (see :mod:`rageval.tracking.owners`)."""
         return owner_of(info.tags)
 
     def reap(self) -> list[tuple[str, str]]:
-        """End as KILLED every unsealed run whose owner provably died (:mod:`~rageval.tracking.owners`):
-        a RUNNING one, and a FINISHED one whose process died between ending it and writing its seal
-        tag (the last write). Returns (run ID, reason) for each; a run owned elsewhere or by an
-        unknown owner is left alone."""
+        """End as KILLED every unsealed run whose owner provably died (:func:`~rageval.tracking.search.reapable`);
+        returns (run ID, reason) for each. A run owned elsewhere or by an unknown owner is left alone."""
         reaped = []
-        running = self._search("attributes.status = 'RUNNING'")
-        unsealed = self._search(f"attributes.status = 'FINISHED' and tags.`{SEAL_TAG}` IS NULL")
-        for run in [*running, *unsealed]:
-            owner = owner_of(run.data.tags)
-            if SEAL_TAG in run.data.tags or owner.state != "dead":
-                continue
-            when = "before sealing" if run.info.status == "RUNNING" else "between ending FINISHED and its seal tag"
-            reason = f"reaped: {owner.reason} {when}; the run never sealed"
+        for run_id, status, reason in reapable(self.client):
             try:
-                if run.info.status == "RUNNING":
-                    self.kill(run.info.run_id, reason)
+                if status == "RUNNING":
+                    self.kill(run_id, reason)
                 else:  # ended FINISHED: marked, so that no one takes it for a tampered result
-                    self.client.set_tag(run.info.run_id, ERROR_TAG, reason[:4000])
-                    self.client.set_terminated(run.info.run_id, "KILLED")
+                    self.client.set_tag(run_id, ERROR_TAG, reason[:4000])
+                    self.client.set_terminated(run_id, "KILLED")
             except TrackingError:
                 continue  # it ended meanwhile (another process reaped it first)
-            reaped.append((run.info.run_id, reason))
+            reaped.append((run_id, reason))
         return reaped
 
     def _search(self, filter_string: str) -> list[Any]:
-        """Every run (deleted ones too) of every experiment matching an MLflow filter, oldest first."""
-        from mlflow.entities import ViewType
-
-        experiments = [e.experiment_id for e in self.client.search_experiments(view_type=ViewType.ALL)]
-        found: list[Any] = []
-        token = None
-        while experiments:
-            page = self.client.search_runs(
-                experiments,
-                filter_string,
-                run_view_type=ViewType.ALL,
-                max_results=1000,
-                order_by=["attributes.start_time ASC"],
-                page_token=token,
-            )
-            found.extend(page)
-            token = page.token
-            if not token:
-                break
-        return found
+        return search_all(self.client, filter_string)
 
     def children(self, parent_run_id: str) -> list[RunInfo]:
         """The runs whose ``mlflow.parentRunId`` is ``parent_run_id`` (a sweep's members), oldest first."""
@@ -496,39 +449,13 @@ class Tracker:
             p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(dst.rglob("*")) if p.is_file()
         }
 
-    def _state(self, run_id: str, artifacts: Mapping[str, str], history_of: Sequence[str] = ()) -> RunState:
-        """The run as it is now, with the full history of each of its metrics (and of ``history_of``:
-        metrics a manifest names that the run may no longer show)."""
-        run = self.client.get_run(run_id)
-        inputs = [f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])]
-        history = {}
-        for key in sorted({*run.data.metrics, *history_of}):
-            entries = sorted([m.step, m.timestamp, m.value] for m in self.client.get_metric_history(run_id, key))
-            if entries:
-                history[key] = entries
-        return RunState(
-            run_id=run.info.run_id,
-            name=run.info.run_name,
-            experiment_id=run.info.experiment_id,
-            status=run.info.status,
-            lifecycle_stage=run.info.lifecycle_stage,
-            start_time=run.info.start_time,
-            end_time=run.info.end_time,
-            artifacts=dict(artifacts),
-            params=dict(run.data.params),
-            metrics=dict(run.data.metrics),
-            history=history,
-            tags=dict(run.data.tags),
-            inputs=inputs,
-        )
-
     def seal(self, run_id: str) -> str:
         """Write the manifest (and, with a seal key, its HMAC tag), end the run FINISHED, then set
         the seal tag: the last write, so that a run interrupted on the way is never sealed."""
         self._writable(run_id)
         key = seal_key()  # a misconfigured key fails here, before anything is written
         end_time = int(time.time() * 1000)
-        state = self._state(run_id, artifact_hashes(self.client, run_id, self._written.get(run_id)))
+        state = run_state(self.client, run_id, artifact_hashes(self.client, run_id, self._written.get(run_id)))
         manifest = sealing_manifest(state, end_time=end_time, sealed_at=datetime.now(UTC).isoformat(), key=key)
         data = encode(manifest)
         self.log_bytes(run_id, MANIFEST, data)
@@ -549,7 +476,7 @@ class Tracker:
             artifacts = self._download_all(run_id, Path(tmp))
             manifest_file = Path(tmp) / MANIFEST
             data = manifest_file.read_bytes() if manifest_file.is_file() else None
-        state = self._state(run_id, artifacts, history_keys(data))
+        state = run_state(self.client, run_id, artifacts, history_keys(data))
         return verification(state, data, info.tags[SEAL_TAG], info.tags.get(HMAC_TAG), key)
 
     def verify(self, run_id: str) -> list[str]:
