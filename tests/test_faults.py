@@ -289,3 +289,40 @@ def test_a_live_run_in_another_pid_namespace_is_not_reaped(tmp_path):
         for stream in (inside.stdout, inside.stderr):
             if stream is not None:
                 stream.close()
+
+
+# --------------------------------------------------------------------------- a read-only store
+
+
+@contextlib.contextmanager
+def immutable(*paths: Path) -> Iterator[None]:
+    """``chattr +i``: read-only even for root (the tests run as root in CI, where chmod does not
+    bind). Where the system refuses it (no CAP_LINUX_IMMUTABLE), the test says so and skips."""
+    done: list[Path] = []
+    try:
+        for path in paths:
+            made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+            if made.returncode != 0:
+                pytest.skip(f"cannot make {path} read-only here: {made.stderr.strip()}")
+            done.append(path)
+        yield
+    finally:
+        for path in reversed(done):
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_read_only_store_reads_and_refuses_writes_with_a_clear_error(tmp_path):
+    folder = tmp_path / "store"
+    db = folder / "mlflow.db"
+    store = f"sqlite:///{db}"
+    tracker = Tracker(store)
+    run_id = tracker.create_run("e", "r", params={"a": 1}, tags={})
+    tracker.seal(run_id)
+    with immutable(db, folder):
+        listed = cli("runs", "--tracking-uri", store, cwd=tmp_path)
+        assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
+        verified = cli("verify", run_id, "--tracking-uri", store, cwd=tmp_path)
+        assert verified.returncode == 0 and f"run {run_id}: intact" in verified.stdout, verified.stderr
+        with pytest.raises(TrackingError, match="read-only: read commands") as refused:
+            Tracker(store).create_run("e", "r2", params={}, tags={})
+        assert str(db) in str(refused.value) and "give a writable --tracking-uri" in str(refused.value)

@@ -157,6 +157,7 @@ def unreachable(exc: BaseException) -> str | None:
         "remotedisconnected",
         "database is locked",
         "readonly database",
+        "unable to open database file",
         "read-only",
         "disk i/o error",
         "database or disk is full",
@@ -182,7 +183,7 @@ def store_failure(uri: str, action: str, exc: BaseException) -> TrackingError:
     database = sqlite_path(uri)
     if "database is locked" in lowered:
         fix = f"another process holds {database} write-locked; let it finish (or stop it) and run the command again"
-    elif "readonly" in lowered or "read-only" in lowered:
+    elif "readonly" in lowered or "read-only" in lowered or "unable to open database file" in lowered:
         fix = f"{database or uri} is read-only: read commands (runs, verify, export-run) work; give a writable --tracking-uri to write"
     elif "full" in lowered or "no space" in lowered:
         fix = f"the disk holding {database or uri} is full: free space and run the command again"
