@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -115,3 +116,50 @@ def test_a_sweep_whose_server_dies_ends_within_a_minute_naming_every_run(tmp_pat
     assert "the store stopped answering" in err and "no run" not in err
     assert rows(db, f"SELECT status FROM runs WHERE run_uuid = '{parent_id}'") == [("RUNNING",)]
     assert total < 240
+
+
+@pytest.mark.e2e
+def test_postgresql_killed_then_sigterm_ends_a_sweep_promptly_naming_its_parent(tmp_path):
+    """PostgreSQL SIGKILLed behind a real ``mlflow server``, then SIGTERM to the sweep (before: still
+    alive 552 s later, parent RUNNING)."""
+    from servers import require_services, service_folder
+
+    from rageval.tracking.store import Tracker
+    from rageval.workflows.server import tracking_server
+
+    require_services()
+    sweep = tmp_path / "sweep.yaml"
+    grid = {"retrieval.stages.0.k1": [round(0.5 + 0.1 * i, 1) for i in range(12)]}
+    sweep.write_text(yaml.safe_dump({"version": 1, "name": "pgdown", "base": str(BM25), "workers": 1, "grid": grid}))
+    folder = service_folder()
+    try:
+        with tracking_server(folder) as server:
+            assert server.postgres is not None
+            swept = subprocess.Popen(
+                [*CLI, "sweep", str(sweep), "--tracking-uri", server.tracking_uri],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                tracker, deadline = Tracker(server.tracking_uri), time.monotonic() + 240
+                while not any(r.sealed and r.tags.get("mlflow.parentRunId") for r in tracker.runs()):
+                    assert swept.poll() is None and time.monotonic() < deadline, "no member sealed"
+                    time.sleep(0.5)
+                parent = next(r.run_id for r in tracker.runs() if r.tags.get("rageval.kind") == "sweep")
+                os.kill(server.postgres.pid, signal.SIGKILL)
+                time.sleep(1.0)
+                swept.send_signal(signal.SIGTERM)
+                termed = time.perf_counter()
+                out, err = swept.communicate(timeout=120)
+                after = time.perf_counter() - termed
+            finally:
+                if swept.poll() is None:
+                    swept.kill()
+                    swept.wait()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(f"\nPostgreSQL killed, SIGTERM: the sweep exited {after:.1f}s later with {swept.returncode}")
+    assert after < 60 and swept.returncode not in (0, None), (after, out, err)
+    assert f"parent run {parent}" in out + err
+    assert "left RUNNING" in err or f"parent run {parent} is KILLED" in err or "KILLED" in out, (out, err)
