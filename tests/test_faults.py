@@ -326,3 +326,24 @@ def test_a_read_only_store_reads_and_refuses_writes_with_a_clear_error(tmp_path)
         with pytest.raises(TrackingError, match="read-only: read commands") as refused:
             Tracker(store).create_run("e", "r2", params={}, tags={})
         assert str(db) in str(refused.value) and "give a writable --tracking-uri" in str(refused.value)
+
+
+# --------------------------------------------------------------------------- a temporary folder that cannot be written
+
+
+def test_a_full_tmpdir_names_the_path_and_the_run_still_ends_failed(tmp_path, monkeypatch):
+    """Fault injection: TMPDIR is a folder that cannot take a file (a path through a plain file:
+    ENOTDIR, as a full disk gives ENOSPC), so every temporary file fails as on a full TMPDIR."""
+    import tempfile
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = tracker.create_run("e", "r", params={}, tags={})
+    blocker = tmp_path / "tmp-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker / "tmp"))
+    with pytest.raises(TrackingError, match="could not write artifacts of run") as raised:
+        tracker.log_bytes(run_id, "a.txt", b"x")
+    assert str(blocker / "tmp") in str(raised.value) and "free space there" in str(raised.value)
+    tracker.fail(run_id, f"logging failed: {raised.value}")  # what the run's workflow does with it
+    info = tracker.run(run_id)
+    assert info.status == "FAILED" and "error.txt not written" in info.tags["rageval.error"]

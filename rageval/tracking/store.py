@@ -257,12 +257,19 @@ class Tracker:
     def _put(self, run_id: str, files: Mapping[str, bytes]) -> None:
         if not files:
             return
-        with tempfile.TemporaryDirectory(prefix="rageval-artifact-") as tmp:
-            for path, data in files.items():
-                local = Path(tmp) / path
-                local.parent.mkdir(parents=True, exist_ok=True)
-                local.write_bytes(data)
-            self.client.log_artifacts(run_id, tmp)
+        try:
+            with tempfile.TemporaryDirectory(prefix="rageval-artifact-") as tmp:
+                for path, data in files.items():
+                    local = Path(tmp) / path
+                    local.parent.mkdir(parents=True, exist_ok=True)
+                    local.write_bytes(data)
+                self.client.log_artifacts(run_id, tmp)
+        except OSError as exc:  # a full disk, TMPDIR's or the store's: name the path
+            where = exc.filename or tempfile.gettempdir()
+            raise TrackingError(
+                f"could not write artifacts of run {run_id}: {exc.strerror or exc} ({where}); free space there "
+                "(TMPDIR holds temporary files, the store its artifacts) and run again"
+            ) from None
         self._written.add(run_id, files)  # hashed now: sealing needs no download of what we wrote
 
     def log_file(self, run_id: str, artifact_path: str, path: Path) -> None:
@@ -350,9 +357,12 @@ class Tracker:
     def _end(self, run_id: str, status: str, error: str, text: str, notebook: Path | None) -> None:
         self._writable(run_id)
         self.set_tags(run_id, {ERROR_TAG: error[:4000]})
-        self.log_bytes(run_id, "error.txt", text.encode())
-        if notebook is not None and Path(notebook).is_file():
-            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+        try:
+            self.log_bytes(run_id, "error.txt", text.encode())
+            if notebook is not None and Path(notebook).is_file():
+                self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+        except TrackingError as exc:  # no room for the files: the run still ends, its reason in the tag
+            self.set_tags(run_id, {ERROR_TAG: f"{error[:3000]} (error.txt not written: {exc})"[:4000]})
         self.client.set_terminated(run_id, status)
 
     def owner(self, info: RunInfo) -> Owner:
