@@ -23,12 +23,15 @@ from rageval.cli import (  # noqa: F401
 )
 from rageval.cli.common import app
 from rageval.execution.preload import tune_process
+from rageval.tracking.connect import bound_store_retries
 
 
 def main() -> None:  # pragma: no cover
     """The ``rageval`` command's entry point: this process is the command's own, so it is tuned for
-    speed here (:func:`~rageval.execution.preload.tune_process`), never on import."""
+    speed here (:func:`~rageval.execution.preload.tune_process`) and its calls to a tracking server
+    bounded (:func:`~rageval.tracking.connect.bound_store_retries`), never on import."""
     tune_process()
+    bound_store_retries()  # a tracking server that does not answer fails a call in about a minute, not ten
     try:
         app()
     finally:

@@ -92,10 +92,22 @@ def sweep(
                 f"{m.name}: retried {m.retries}x after its worker died; final: {m.status}"
                 + (f" {m.run_id}" if m.run_id else "")
             )
-    echo(f"parent run {outcome.parent_run_id} ({outcome.experiment}), {outcome.wall_s:.1f}s wall")
-    if outcome.failed:
+    echo(
+        f"parent run {outcome.parent_run_id} ({outcome.experiment}) {outcome.parent_status}, {outcome.wall_s:.1f}s wall"
+    )
+    if not outcome.ok:
         for m in outcome.failed:
             echo(f"error: {m.name}: {m.status}" + (f": {m.error}" if m.error else ""), err=True)
+        if outcome.store_error:
+            echo(f"error: the store stopped answering, so no further member started: {outcome.store_error}", err=True)
+        if outcome.parent_status == "RUNNING":
+            echo(
+                f"error: the store is unreachable: parent run {outcome.parent_run_id} is left RUNNING; "
+                "the next command that reaches the store reaps it",
+                err=True,
+            )
+        elif outcome.parent_status != "sealed":
+            echo(f"error: parent run {outcome.parent_run_id} is {outcome.parent_status}, not sealed", err=True)
         raise typer.Exit(130 if outcome.interrupted else 1)
     echo(f"compare: rageval compare --baseline {outcome.members[0].run_id} --sweep {outcome.parent_run_id}")
 

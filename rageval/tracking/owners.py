@@ -1,22 +1,38 @@
 """Which process owns a run, and whether it still lives.
 
 Every run rageval creates records its owner: the host, the process ID and the process's start
-time (so that a PID the system has since given to another process is not mistaken for the owner).
-A run left RUNNING by an owner that is gone (SIGKILL, a crash, a reboot) never ends by itself;
-:meth:`rageval.tracking.store.Tracker.reap` marks it KILLED. Only the owner's host can tell whether
-the owner lives: a run owned elsewhere is left alone.
+time (so that a PID the system has since given to another process is not mistaken for the owner),
+the kernel's boot ID and the process's PID namespace. A run left RUNNING by an owner that is gone
+(SIGKILL, a crash, a reboot) never ends by itself; :meth:`rageval.tracking.store.Tracker.reap`
+marks it KILLED — only when the owner is provably gone:
+
+- same host, boot and PID namespace: the PID and its start time tell (exited, a zombie, or the
+  PID reused by a later process);
+- same host name, another boot ID: the machine has rebooted since, so every process of the old
+  boot is gone (dead) — whatever the namespace;
+- same host name and boot, another PID namespace (a container sharing the host name): its PIDs
+  mean nothing here, so the run is left alone (elsewhere);
+- another host: left alone (elsewhere); no owner recorded: left alone (unknown).
+
+Clocks decide nothing here but the start-time check, whose tolerance absorbs a clock adjustment.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 HOST_TAG = "rageval.owner.host"
 PID_TAG = "rageval.owner.pid"
 STARTED_TAG = "rageval.owner.started"  # the process's start time, seconds since the epoch
+BOOT_TAG = "rageval.owner.boot"  # /proc/sys/kernel/random/boot_id: new at every boot
+PIDNS_TAG = "rageval.owner.pidns"  # readlink /proc/self/ns/pid, e.g. pid:[4026531836]
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+PID_NAMESPACE = Path("/proc/self/ns/pid")
 # Start times read in two processes may differ by a wall-clock adjustment in between; a reused PID
 # belongs to a process started long after its first owner.
 START_TOLERANCE_S = 30.0
@@ -35,7 +51,29 @@ def owner_tags() -> dict[str, str]:
     import psutil
 
     me = psutil.Process()
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(me.pid), STARTED_TAG: repr(me.create_time())}
+    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(me.pid), STARTED_TAG: repr(me.create_time())}
+    boot, namespace = boot_id(), pid_namespace()
+    if boot:
+        tags[BOOT_TAG] = boot
+    if namespace:
+        tags[PIDNS_TAG] = namespace
+    return tags
+
+
+def boot_id() -> str:
+    """This boot's ID ("" where the system has none: not Linux)."""
+    try:
+        return BOOT_ID.read_text().strip()
+    except OSError:
+        return ""
+
+
+def pid_namespace() -> str:
+    """This process's PID namespace ("" where the system shows none)."""
+    try:
+        return os.readlink(PID_NAMESPACE)
+    except OSError:
+        return ""
 
 
 def owner_of(tags: Mapping[str, str]) -> Owner:
@@ -53,6 +91,14 @@ def owner_of(tags: Mapping[str, str]) -> Owner:
     who = f"process {pid} on {host}"
     if host != socket.gethostname():
         return Owner("elsewhere", f"owned by {who}; only that host can tell whether it still runs")
+    boot, namespace = tags.get(BOOT_TAG), tags.get(PIDNS_TAG)
+    if boot and boot_id() and boot != boot_id():
+        return Owner("dead", f"owner {who} ran before the host rebooted (boot {boot[:8]}…, now {boot_id()[:8]}…)")
+    if namespace and pid_namespace() and namespace != pid_namespace():
+        return Owner(
+            "elsewhere",
+            f"owned by {who} in PID namespace {namespace} (this is {pid_namespace()}): its PIDs mean nothing here",
+        )
     try:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:

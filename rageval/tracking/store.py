@@ -15,24 +15,26 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from filelock import FileLock
 
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
-from rageval.paths import artifact_root_for, default_tracking_uri
+from rageval.paths import default_tracking_uri
+from rageval.retry import call_with_retries
 from rageval.tracking.artifacts import Written, artifact_hashes
+from rageval.tracking.connect import FAIL_RETRIES, locked, open_client, probe, store_failure, unreachable
+from rageval.tracking.naming import unique_name
 from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
     ERROR_TAG,
-    EXPERIMENT_KIND,
     LOGGING_METRIC,
     MANIFEST,
     NAME_TAG,
@@ -42,7 +44,6 @@ from rageval.tracking.records import (
     Record,
     comparison_record,
     evaluation_record,
-    experiment_note,
     png,
     read_evaluation,
     source_tags,
@@ -51,7 +52,6 @@ from rageval.tracking.records import (
 )
 from rageval.tracking.seal import (
     HMAC_TAG,
-    RunState,
     Verification,
     encode,
     history_keys,
@@ -59,6 +59,7 @@ from rageval.tracking.seal import (
     sealing_manifest,
     verification,
 )
+from rageval.tracking.search import ensure_experiment, reapable, run_state, search_all
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -78,18 +79,24 @@ class Tracker:
     """A tracking store. ``tracking_uri`` follows :func:`resolve_tracking_uri`."""
 
     def __init__(self, tracking_uri: str | None = None) -> None:
-        from mlflow import MlflowClient
-
         self.uri = resolve_tracking_uri(tracking_uri)
         self._written = Written()
-        if not self.uri.startswith("sqlite:///"):
-            self.client = MlflowClient(tracking_uri=self.uri)
-            return
-        # Opening a new sqlite store creates its tables; parallel runs must not do that at once.
-        database = Path(self.uri.removeprefix("sqlite:///"))
-        database.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(database.parent / f".{database.name}.lock"):
-            self.client = MlflowClient(tracking_uri=self.uri)
+        self.client = open_client(self.uri)
+        # Every run this Tracker created, with its tags, kept from creation: a sweep names its runs
+        # from here when the store dies, not from the store.
+        self.created: dict[str, dict[str, str]] = {}
+        self._created_lock = threading.Lock()
+        self.clock = time.time  # the one place run start times come from (a test may set it)
+
+    def unanswered(self) -> str | None:
+        """Why the store does not answer now (``None`` when it does)."""
+        return probe(self.client)
+
+    def created_run(self, tags: Mapping[str, str]) -> str | None:
+        """The last run this Tracker created whose tags include ``tags`` (kept from creation)."""
+        with self._created_lock:
+            found = [run_id for run_id, held in self.created.items() if all(held.get(k) == v for k, v in tags.items())]
+        return found[-1] if found else None
 
     # ------------------------------------------------------------------ reading
 
@@ -99,6 +106,8 @@ class Tracker:
         try:
             run = self.client.get_run(run_id)
         except MlflowException as exc:
+            if unreachable(exc):
+                raise store_failure(self.uri, f"reading run {run_id}", exc) from None
             raise TrackingError(f"no run {run_id!r} in {self.uri}: {exc.message}") from None
         return RunInfo(
             run_id=run.info.run_id,
@@ -127,8 +136,16 @@ class Tracker:
         info = self.run(run_id)
         if not info.sealed:
             holds = any(f.path == MANIFEST for f in self.client.list_artifacts(run_id))
-            removed = f"; it holds a {MANIFEST}, so its {SEAL_TAG} tag was removed" if holds else ""
-            raise error(f"run {run_id} is {info.status} and not sealed: only sealed runs are results{removed}")
+            dead = holds and info.status == "FINISHED" and owner_of(info.tags).state == "dead"
+            why = info.tags.get(ERROR_TAG, "") if "never sealed" in info.tags.get(ERROR_TAG, "") else ""
+            if dead:
+                why = "never sealed: its process died between ending it FINISHED and writing its seal tag"
+            elif holds and not why:
+                why = f"it holds a {MANIFEST}, so its {SEAL_TAG} tag was removed"
+            raise error(
+                f"run {run_id} is {info.status} and not sealed: only sealed runs are results"
+                + (f"; {why}" if why else "")
+            )
         return info
 
     def sealed_frame(self, run_id: str, artifact_path: str) -> pd.DataFrame:
@@ -148,23 +165,8 @@ class Tracker:
     # ------------------------------------------------------------------ writing
 
     def experiment_id(self, name: str) -> str:
-        from mlflow.exceptions import MlflowException
-
-        existing = self.client.get_experiment_by_name(name)
-        if existing is not None:
-            return existing.experiment_id
-        try:
-            return self.client.create_experiment(
-                name,
-                artifact_location=artifact_root_for(self.uri),
-                tags={NOTE_TAG: experiment_note(name), **EXPERIMENT_KIND},
-            )
-        except MlflowException:
-            # A parallel run created it first.
-            existing = self.client.get_experiment_by_name(name)
-            if existing is None:
-                raise
-            return existing.experiment_id
+        """The experiment called ``name``, created (with its note) when the store has none."""
+        return ensure_experiment(self.client, self.uri, name)
 
     def create_run(
         self,
@@ -184,45 +186,22 @@ class Tracker:
         this process (see :mod:`rageval.tracking.owners`). ``run_name`` is numbered (``name #2``)
         when the experiment already has a run of that name, so that names stay unique."""
         experiment_id = self.experiment_id(experiment)
+        all_tags = {**source_tags(tags), **dict(tags), **owner_tags(), NAME_TAG: run_name}
         run = self.client.create_run(
-            experiment_id,
-            tags={**source_tags(tags), **dict(tags), **owner_tags(), NAME_TAG: run_name},
-            run_name=run_name,
+            experiment_id, start_time=int(self.clock() * 1000), tags=all_tags, run_name=run_name
         )
         run_id = run.info.run_id
-        # Numbered after creating, by the order of creation: two clients of one server naming runs at
-        # once would both count the runs before either existed and take the same number.
-        numbered = self.unique_name(experiment_id, run_name, before=(run.info.start_time, run_id))
-        if numbered != run_name:
-            self.client.update_run(run_id, name=numbered)
+        with self._created_lock:
+            self.created[run_id] = all_tags
+        # Numbered after creating (see :mod:`rageval.tracking.naming`).
+        name = unique_name(self.client, experiment_id, run_name, me=(run.info.start_time, run_id))
+        if name != run_name:
+            self.client.update_run(run_id, name=name)
         self.log_params(run_id, params)
         self._put(run_id, files or {})
         if dataset is not None:
             self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
         return run_id
-
-    def unique_name(self, experiment_id: str, name: str, *, before: tuple[int, str] | None = None) -> str:
-        """``name``, or ``name #n`` with n one more than the runs already given that name (by
-        :data:`NAME_TAG`, deleted runs too) in the experiment — with ``before`` (a run's start time
-        and ID), only those created before that run, in (start time, run ID) order."""
-        from mlflow.entities import ViewType
-
-        taken = 0
-        token = None
-        while True:
-            page = self.client.search_runs(
-                [experiment_id], run_view_type=ViewType.ALL, max_results=1000, page_token=token
-            )
-            taken += sum(
-                1
-                for r in page
-                if r.data.tags.get(NAME_TAG, r.info.run_name) == name
-                and (before is None or (r.info.start_time, r.info.run_id) < before)
-            )
-            token = page.token
-            if not token:
-                break
-        return name if taken == 0 else f"{name} #{taken + 1}"
 
     def set_experiment_description(self, experiment: str, text: str) -> None:
         """The experiment's description (its ``mlflow.note.content`` tag), set when it has none."""
@@ -278,12 +257,19 @@ class Tracker:
     def _put(self, run_id: str, files: Mapping[str, bytes]) -> None:
         if not files:
             return
-        with tempfile.TemporaryDirectory(prefix="rageval-artifact-") as tmp:
-            for path, data in files.items():
-                local = Path(tmp) / path
-                local.parent.mkdir(parents=True, exist_ok=True)
-                local.write_bytes(data)
-            self.client.log_artifacts(run_id, tmp)
+        try:
+            with tempfile.TemporaryDirectory(prefix="rageval-artifact-") as tmp:
+                for path, data in files.items():
+                    local = Path(tmp) / path
+                    local.parent.mkdir(parents=True, exist_ok=True)
+                    local.write_bytes(data)
+                self.client.log_artifacts(run_id, tmp)
+        except OSError as exc:  # a full disk, TMPDIR's or the store's: name the path
+            where = exc.filename or tempfile.gettempdir()
+            raise TrackingError(
+                f"could not write artifacts of run {run_id}: {exc.strerror or exc} ({where}); free space there "
+                "(TMPDIR holds temporary files, the store its artifacts) and run again"
+            ) from None
         self._written.add(run_id, files)  # hashed now: sealing needs no download of what we wrote
 
     def log_file(self, run_id: str, artifact_path: str, path: Path) -> None:
@@ -353,69 +339,54 @@ class Tracker:
 
     def fail(self, run_id: str, error: str, notebook: Path | None = None, *, details: str | None = None) -> None:
         """End a run as FAILED with its error (one line in the tag; ``details``, e.g. the traceback,
-        in error.txt) and, if any, the partial executed notebook."""
-        self._writable(run_id)
-        self.set_tags(run_id, {ERROR_TAG: error[:4000]})
-        self.log_bytes(run_id, "error.txt", (f"{error}\n\n{details}" if details else error).encode())
-        if notebook is not None and Path(notebook).is_file():
-            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
-        self.client.set_terminated(run_id, "FAILED")
-
-    # ------------------------------------------------------------------ sweeps, comparisons, release evaluations
+        in error.txt) and, if any, the partial executed notebook. A store write-locked by another
+        process is waited for a while (:data:`~rageval.tracking.connect.FAIL_RETRIES`): the error
+        that ends a run is often that lock, and a failure must not leave the run RUNNING."""
+        text = f"{error}\n\n{details}" if details else error
+        call_with_retries(
+            lambda: self._end(run_id, "FAILED", error, text, notebook),
+            retries=FAIL_RETRIES,
+            backoff_s=1.0,
+            retry_if=locked,
+        )
 
     def kill(self, run_id: str, reason: str, notebook: Path | None = None) -> None:
         """End an interrupted run as KILLED (never sealed), with the reason and any partial notebook."""
+        self._end(run_id, "KILLED", reason, reason, notebook)
+
+    def _end(self, run_id: str, status: str, error: str, text: str, notebook: Path | None) -> None:
         self._writable(run_id)
-        self.set_tags(run_id, {ERROR_TAG: reason[:4000]})
-        self.log_bytes(run_id, "error.txt", reason.encode())
-        if notebook is not None and Path(notebook).is_file():
-            self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
-        self.client.set_terminated(run_id, "KILLED")
+        self.set_tags(run_id, {ERROR_TAG: error[:4000]})
+        try:
+            self.log_bytes(run_id, "error.txt", text.encode())
+            if notebook is not None and Path(notebook).is_file():
+                self.log_file(run_id, f"notebook/{Path(notebook).name}", Path(notebook))
+        except TrackingError as exc:  # no room for the files: the run still ends, its reason in the tag
+            self.set_tags(run_id, {ERROR_TAG: f"{error[:3000]} (error.txt not written: {exc})"[:4000]})
+        self.client.set_terminated(run_id, status)
 
     def owner(self, info: RunInfo) -> Owner:
         """Whether the process that created a run still runs (see :mod:`rageval.tracking.owners`)."""
         return owner_of(info.tags)
 
     def reap(self) -> list[tuple[str, str]]:
-        """End as KILLED every unsealed RUNNING run whose owner process has died (on this host), so
-        that no run stays RUNNING forever; returns (run ID, reason) for each. A run whose owner runs
-        elsewhere, or is not recorded, is left alone."""
+        """End as KILLED every unsealed run whose owner provably died (:func:`~rageval.tracking.search.reapable`);
+        returns (run ID, reason) for each. A run owned elsewhere or by an unknown owner is left alone."""
         reaped = []
-        for run in self._search("attributes.status = 'RUNNING'"):
-            if SEAL_TAG in run.data.tags:
-                continue
-            owner = owner_of(run.data.tags)
-            if owner.state != "dead":
-                continue
-            reason = f"reaped: {owner.reason} and the run never sealed"
+        for run_id, status, reason in reapable(self.client):
             try:
-                self.kill(run.info.run_id, reason)
+                if status == "RUNNING":
+                    self.kill(run_id, reason)
+                else:  # ended FINISHED: marked, so that no one takes it for a tampered result
+                    self.client.set_tag(run_id, ERROR_TAG, reason[:4000])
+                    self.client.set_terminated(run_id, "KILLED")
             except TrackingError:
                 continue  # it ended meanwhile (another process reaped it first)
-            reaped.append((run.info.run_id, reason))
+            reaped.append((run_id, reason))
         return reaped
 
     def _search(self, filter_string: str) -> list[Any]:
-        """Every run (deleted ones too) of every experiment matching an MLflow filter, oldest first."""
-        from mlflow.entities import ViewType
-
-        experiments = [e.experiment_id for e in self.client.search_experiments(view_type=ViewType.ALL)]
-        found: list[Any] = []
-        token = None
-        while experiments:
-            page = self.client.search_runs(
-                experiments,
-                filter_string,
-                run_view_type=ViewType.ALL,
-                max_results=1000,
-                order_by=["attributes.start_time ASC"],
-                page_token=token,
-            )
-            found.extend(page)
-            token = page.token
-            if not token:
-                break
-        return found
+        return search_all(self.client, filter_string)
 
     def children(self, parent_run_id: str) -> list[RunInfo]:
         """The runs whose ``mlflow.parentRunId`` is ``parent_run_id`` (a sweep's members), oldest first."""
@@ -488,39 +459,13 @@ class Tracker:
             p.relative_to(dst).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(dst.rglob("*")) if p.is_file()
         }
 
-    def _state(self, run_id: str, artifacts: Mapping[str, str], history_of: Sequence[str] = ()) -> RunState:
-        """The run as it is now, with the full history of each of its metrics (and of ``history_of``:
-        metrics a manifest names that the run may no longer show)."""
-        run = self.client.get_run(run_id)
-        inputs = [f"{d.dataset.name}:{d.dataset.digest}" for d in (run.inputs.dataset_inputs if run.inputs else [])]
-        history = {}
-        for key in sorted({*run.data.metrics, *history_of}):
-            entries = sorted([m.step, m.timestamp, m.value] for m in self.client.get_metric_history(run_id, key))
-            if entries:
-                history[key] = entries
-        return RunState(
-            run_id=run.info.run_id,
-            name=run.info.run_name,
-            experiment_id=run.info.experiment_id,
-            status=run.info.status,
-            lifecycle_stage=run.info.lifecycle_stage,
-            start_time=run.info.start_time,
-            end_time=run.info.end_time,
-            artifacts=dict(artifacts),
-            params=dict(run.data.params),
-            metrics=dict(run.data.metrics),
-            history=history,
-            tags=dict(run.data.tags),
-            inputs=inputs,
-        )
-
     def seal(self, run_id: str) -> str:
         """Write the manifest (and, with a seal key, its HMAC tag), end the run FINISHED, then set
         the seal tag: the last write, so that a run interrupted on the way is never sealed."""
         self._writable(run_id)
         key = seal_key()  # a misconfigured key fails here, before anything is written
         end_time = int(time.time() * 1000)
-        state = self._state(run_id, artifact_hashes(self.client, run_id, self._written.get(run_id)))
+        state = run_state(self.client, run_id, artifact_hashes(self.client, run_id, self._written.get(run_id)))
         manifest = sealing_manifest(state, end_time=end_time, sealed_at=datetime.now(UTC).isoformat(), key=key)
         data = encode(manifest)
         self.log_bytes(run_id, MANIFEST, data)
@@ -541,7 +486,7 @@ class Tracker:
             artifacts = self._download_all(run_id, Path(tmp))
             manifest_file = Path(tmp) / MANIFEST
             data = manifest_file.read_bytes() if manifest_file.is_file() else None
-        state = self._state(run_id, artifacts, history_keys(data))
+        state = run_state(self.client, run_id, artifacts, history_keys(data))
         return verification(state, data, info.tags[SEAL_TAG], info.tags.get(HMAC_TAG), key)
 
     def verify(self, run_id: str) -> list[str]:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -27,7 +27,7 @@ import pandas as pd
 
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.config.sweep import MAX_WORKERS, Sweep, load_sweep
-from rageval.errors import ConfigError, Problem, SweepError
+from rageval.errors import ConfigError, Problem, SweepError, TrackingError
 from rageval.evaluation import parse_measure
 from rageval.execution.kernels import PRELOAD, KernelPool
 from rageval.execution.notebooks import check_parameters
@@ -36,9 +36,10 @@ from rageval.paths import default_notebook
 from rageval.progress import Reporter
 from rageval.retrieval.pipeline import stage_module
 from rageval.safety import csv_bytes
+from rageval.tracking.connect import unreachable
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
-from rageval.workflows.members import MemberJob, MemberResult, progress_kind, stop_kernels
+from rageval.workflows.members import MEMBER_TAG, MemberJob, MemberResult, progress_kind, stop_kernels
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 from rageval.workflows.run import RUN_PARAMETERS
 
@@ -105,17 +106,28 @@ class SweepOutcome:
     wall_s: float
     interrupted: bool = False
     primary: tuple[str, str] = ("", "")  # the first measure: MLflow key, text
+    parent_status: str = "sealed"  # sealed, FAILED, KILLED, or RUNNING when the store could not end it
+    store_error: str = ""  # why the store stopped answering (the sweep then stopped starting members)
+
+    @property
+    def ok(self) -> bool:
+        """Every member sealed and the parent sealed: the only outcome that exits 0."""
+        return not self.failed and self.parent_status == "sealed" and not self.store_error
 
     @property
     def failed(self) -> list[MemberResult]:
         return [m for m in self.members if m.status != "sealed"]
 
     def check(self) -> None:
-        """Raise :class:`~rageval.errors.SweepError` unless every member is sealed."""
-        if not self.failed:
+        """Raise :class:`~rageval.errors.SweepError` unless every member and the parent are sealed."""
+        if self.ok:
             return
         names = [m.name for m in self.failed]
         what = "interrupted" if self.interrupted else f"{len(names)} of {len(self.members)} member(s) did not seal"
+        if not names:
+            what = f"ended with its parent {self.parent_status}" + (" (interrupted)" if self.interrupted else "")
+        if self.store_error:
+            what += f"; the store stopped answering: {self.store_error}"
         raise SweepError(
             f"sweep (parent run {self.parent_run_id}) {what}: "
             + "; ".join(f"{m.name}: {m.status}" + (f" ({m.error})" if m.error else "") for m in self.failed),
@@ -140,11 +152,13 @@ class Started:
     results: dict[str, MemberResult]
     begun: float  # perf_counter at the start, for the wall time
 
-    def finish(self, tracker: Tracker, interrupted: bool) -> SweepOutcome:
+    def finish(self, tracker: Tracker, interrupted: bool, store_error: str = "") -> SweepOutcome:
         members = list(self.results.values())
-        return _finish(
-            tracker, self.parent, self.experiment, self.sweep, members, time.perf_counter() - self.begun, interrupted
-        )
+        for m in members:  # a run created before the store died: named from creation, not from the store
+            if m.run_id is None:
+                m.run_id = tracker.created_run({MEMBER_TAG: m.name, "rageval.sweep.parent": self.parent})
+        wall = time.perf_counter() - self.begun
+        return _finish(tracker, self.parent, self.experiment, self.sweep, members, wall, interrupted, store_error)
 
 
 def check_sweep(
@@ -293,6 +307,7 @@ def run_sweep(
         kernels.close()
         raise
     cancel = threading.Event()
+    down = _StoreWatch(tracker, cancel)
     reporter, stream = split_progress(progress)
     bar = Progress(len(sweep.members), workers, stream, reporter)
 
@@ -309,15 +324,10 @@ def run_sweep(
         )
         run.results[job.name] = result
         bar.event(progress_kind(result), job.name)
+        if result.status != "sealed":
+            down.check()
 
-    interrupted = False
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-
-        def on_term(signum: int, frame: Any) -> None:
-            raise _Interrupted()
-
-        previous = signal.signal(signal.SIGTERM, on_term)
+    signals = _Signals()
     # ``workers`` notebooks at a time; one thread more, so that a member's checks, and the logging
     # and seal of the member before it, overlap a running notebook.
     slots = NotebookSlots(workers)
@@ -329,7 +339,7 @@ def run_sweep(
         while pending:
             _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
     except (KeyboardInterrupt, _Interrupted):
-        interrupted = True
+        signals.interrupted = True
         cancel.set()
         for future in futures:
             future.cancel()
@@ -337,10 +347,52 @@ def run_sweep(
     finally:
         pool.shutdown(wait=True)
         kernels.close()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
         bar.close()
-    return run.finish(tracker, interrupted)
+    try:
+        signals.finishing = True  # a SIGTERM now waits for the (bounded) record of the sweep's end
+        return run.finish(tracker, signals.interrupted, down.error)
+    finally:
+        signals.restore()
+
+
+class _Signals:
+    """SIGTERM raises :class:`_Interrupted` in the main thread while members run; once the sweep
+    records its end it is only noted, so that the parent is ended (or named as left) before exit."""
+
+    def __init__(self) -> None:
+        self.interrupted = self.finishing = False
+        self.previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self.on_term)
+
+    def on_term(self, signum: int, frame: Any) -> None:
+        if not self.finishing:
+            raise _Interrupted()
+        self.interrupted = True
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+class _StoreWatch:
+    """After a member fails: whether the store still answers. When it does not, no member starts
+    any more and running ones are stopped (nothing they make could be recorded); ``error`` says why."""
+
+    def __init__(self, tracker: Tracker, cancel: threading.Event) -> None:
+        self.tracker, self.cancel = tracker, cancel
+        self.error = ""
+        self.lock = threading.Lock()
+
+    def check(self) -> None:
+        with self.lock:
+            if self.error:
+                return
+            why = self.tracker.unanswered()
+            if why:
+                self.error = why
+                self.cancel.set()
+                stop_kernels()
 
 
 def _drain(futures: Sequence[Future[None]]) -> None:
@@ -361,14 +413,33 @@ def _finish(
     members: list[MemberResult],
     wall: float,
     interrupted: bool,
+    store_error: str = "",
 ) -> SweepOutcome:
+    """Record the sweep's end in its parent: a summary, then sealed, FAILED or KILLED. A store that
+    does not answer leaves the parent RUNNING, said so in the outcome (its owner, this process, is
+    gone by the next command, which reaps it)."""
+    first = parse_measure(sweep.members[0].config.evaluation.measures[0])
+    outcome = SweepOutcome(
+        parent, experiment, members, wall, interrupted, (first.key, first.text), store_error=store_error
+    )
+    try:
+        return replace(outcome, parent_status=_record_end(tracker, sweep, outcome))
+    except Exception as exc:
+        if not (isinstance(exc, TrackingError) or unreachable(exc)):
+            raise
+        why = store_error or " ".join(str(exc).split())[:300]
+        return replace(outcome, parent_status="RUNNING", store_error=why)
 
+
+def _record_end(tracker: Any, sweep: Sweep, outcome: SweepOutcome) -> str:
+    parent, members, interrupted = outcome.parent_run_id, outcome.members, outcome.interrupted
     summary = {
         "sweep": sweep.spec.name,
         "file": str(sweep.path),
         "sha256": sweep.sha256,
         "interrupted": interrupted,
-        "wall_s": wall,
+        "store_error": outcome.store_error,
+        "wall_s": outcome.wall_s,
         "members": [m.__dict__ | {"overrides": list(m.overrides)} for m in members],
     }
     counts = {
@@ -388,13 +459,11 @@ def _finish(
     tracker.log_metrics(
         parent,
         {
-            "wall_s": wall,
+            "wall_s": outcome.wall_s,
             "members_total": len(members),
             **{f"members_{k.lower().replace(' ', '_')}": v for k, v in counts.items()},
         },
     )
-    first = parse_measure(sweep.members[0].config.evaluation.measures[0])
-    outcome = SweepOutcome(parent, experiment, members, wall, interrupted, (first.key, first.text))
     failed = [m.name for m in outcome.failed]
     if interrupted:
         tracker.kill(
@@ -402,24 +471,26 @@ def _finish(
             f"interrupted: {counts['sealed']} sealed, {counts['KILLED']} killed, "
             f"{counts['FAILED']} failed, {counts['not started']} never started",
         )
-    elif failed:
-        tracker.fail(parent, f"{len(failed)} of {len(members)} members failed: {', '.join(failed)}")
-    else:
-        names = ", ".join(f"`{m.name}`" for m in members[:20]) + (
-            f" and {len(members) - 20} more" if len(members) > 20 else ""
-        )
-        tracker.set_tags(
-            parent,
-            {
-                NOTE_TAG: (
-                    f"Sweep **{sweep.spec.name}** of `{sweep.base}` on split `{sweep.split}`: {len(members)} member "
-                    f"evaluation runs, nested below ({names}), all sealed. Members and their overrides are in "
-                    "summary.csv; compare them with `rageval compare --sweep` this run's ID."
-                )
-            },
-        )
-        tracker.seal(parent)
-    return outcome
+        return "KILLED"
+    if failed or outcome.store_error:
+        lost = f"; the store stopped answering ({outcome.store_error})" if outcome.store_error else ""
+        tracker.fail(parent, f"{len(failed)} of {len(members)} members did not seal: {', '.join(failed)}{lost}")
+        return "FAILED"
+    names = ", ".join(f"`{m.name}`" for m in members[:20]) + (
+        f" and {len(members) - 20} more" if len(members) > 20 else ""
+    )
+    tracker.set_tags(
+        parent,
+        {
+            NOTE_TAG: (
+                f"Sweep **{sweep.spec.name}** of `{sweep.base}` on split `{sweep.split}`: {len(members)} member "
+                f"evaluation runs, nested below ({names}), all sealed. Members and their overrides are in "
+                "summary.csv; compare them with `rageval compare --sweep` this run's ID."
+            )
+        },
+    )
+    tracker.seal(parent)
+    return "sealed"
 
 
 def sweep_preload(sweep: Sweep) -> tuple[str, ...]:
