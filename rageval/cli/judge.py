@@ -317,7 +317,7 @@ def judge_calibrate(
 ) -> None:
     """Measure a judge against human labels (weighted kappa per slice, Kendall's tau of system
     rankings) and record a sealed calibration run; pre-labeling needs one that passed."""
-    from rageval.workflows.judge import execute_calibrate
+    from rageval.workflows.calibrate import execute_calibrate
 
     outcome = execute_calibrate(
         input_file(judge, "--judge", "give a params/judges/*.yaml file"),

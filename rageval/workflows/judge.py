@@ -9,7 +9,7 @@ identity; the judge's reasons and evidence stay in the output folder beside the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,15 +21,7 @@ from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.errors import BenchmarkError, ConfigError, Problem
 from rageval.io import make_folder
 from rageval.judging.backends import Backend, ChatBackend, SimilarityJudge, check_template
-from rageval.judging.calibration import (
-    Agreement,
-    RankCorrelation,
-    agreement_with_humans,
-    calibration_pool,
-    system_ranking_correlation,
-    unit_qrels,
-)
-from rageval.judging.judges import CalibrationRule, Judge, SimilarityBackend, load_judge
+from rageval.judging.judges import Judge, SimilarityBackend, load_judge
 from rageval.judging.prelabel import Prelabels, detail, prelabel, review_sheet
 from rageval.judging.schema import PoolManifest
 from rageval.judging.sheets import read_pool, sheet_csv, write_labels
@@ -90,12 +82,12 @@ def _check_package_revision(judge: Judge) -> None:
         )
 
 
-def _benchmark_path(name: str) -> Path:
+def benchmark_path(name: str) -> Path:
     path = Path(name)
     return path if path.is_absolute() or path.exists() else project_root() / path
 
 
-def _judge_tags(judge: Judge, extra: dict[str, str]) -> dict[str, str]:
+def judge_tags(judge: Judge, extra: dict[str, str]) -> dict[str, str]:
     c = judge.config
     return {
         **git_state(project_root()),
@@ -112,195 +104,6 @@ def _judge_tags(judge: Judge, extra: dict[str, str]) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------- calibrate
-
-
-@dataclass(frozen=True)
-class CalibrationOutcome:
-    run_id: str
-    passed: bool
-    reasons: list[str]
-    agreement: Agreement
-    correlation: RankCorrelation
-    prelabels: Prelabels
-
-
-def evaluation_runs(tracker: Tracker, benchmark: Benchmark, split: str) -> list[RunInfo]:
-    """The store's sealed evaluation runs of this benchmark version and split (newest first)."""
-    return [
-        info
-        for info in tracker.runs()
-        if info.sealed
-        and info.tags.get(KIND_TAG) == "evaluation"
-        and info.tags.get("rageval.benchmark.name") == benchmark.spec.name
-        and info.tags.get("rageval.hash.cases") == benchmark.hashes["cases"]
-        and info.tags.get("rageval.split") == split
-    ]
-
-
-def execute_calibrate(
-    judge_file: str | Path,
-    *,
-    tracker: Tracker,
-    benchmark: str | Path | None = None,
-    split: str | None = None,
-    runs: Sequence[str] = (),
-    experiment: str | None = None,
-    seed: int = 0,
-    backend: Backend | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> CalibrationOutcome:
-    """Judge the calibration benchmark's judged units, compare with the human grades and record a
-    sealed calibration run; ``runs`` (default: every matching sealed evaluation run in the store)
-    are re-scored under both label sets for Kendall's tau."""
-    judge = load_judge(judge_file)
-    rule = judge.config.calibration
-    bench = load_benchmark(benchmark or _benchmark_path(rule.benchmark))
-    chosen_split = split or rule.split
-    made, identity = (backend, {}) if backend is not None else make_backend(judge)
-    manifest, human = calibration_pool(bench, chosen_split, seed)
-    result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
-    _some_reply(judge, result)
-    judged = {r.item.itemId: int(r.grade) for r in result.results if r.grade is not None}
-    slices = {item.itemId: item.slice for item in manifest.items}
-    agreement = agreement_with_humans(human, judged, slices, list(judge.config.rubric), rule.weights)
-
-    infos = [sealed_and_intact(tracker, r) for r in runs] if runs else evaluation_runs(tracker, bench, chosen_split)
-    cases = [case.queryId for case in bench.cases_for(chosen_split)]
-    correlation = system_ranking_correlation(
-        {info.run_id: tracker.rankings(info.run_id) for info in infos},
-        unit_qrels(manifest, human, cases),
-        unit_qrels(manifest, judged, cases),
-        rule.measure,
-    )
-    kappa = float(agreement.per_slice.loc["all", "weighted_kappa"])
-    reasons = _calibration_reasons(agreement, correlation, len(infos), rule)
-    passed = not reasons
-    summary = result.summary()
-    record = {
-        "judge": judge.record(),
-        "benchmark": {"name": bench.spec.name, "version": bench.spec.version, "split": chosen_split},
-        "threshold": rule.model_dump(),
-        "passed": passed,
-        "reasons": reasons,
-        "weighted_kappa": kappa,
-        "kendall_tau": correlation.tau,
-        "kendall_p": correlation.p_value,
-        "runs": [info.run_id for info in infos],
-        "prelabel": summary,
-    }
-    verdict = "passed" if passed else "failed"
-    run_id = tracker.create_run(
-        experiment or f"judge-{judge.config.name}",
-        f"calibrate {judge.config.name} on {bench.spec.name} {bench.spec.version}@{chosen_split} → {verdict}",
-        params={
-            "judge": judge.config.name,
-            "model": judge.config.model,
-            "revision": judge.config.revision,
-            "benchmark": bench.spec.name,
-            "split": chosen_split,
-            "min_weighted_kappa": rule.min_weighted_kappa,
-            "weights": rule.weights,
-            "measure": rule.measure,
-        },
-        tags={
-            **_judge_tags(judge, identity),
-            KIND_TAG: CALIBRATION_KIND,
-            PASSED_TAG: str(passed).lower(),
-            "rageval.benchmark.name": bench.spec.name,
-            "rageval.benchmark.version": bench.spec.version,
-            "rageval.hash.cases": bench.hashes["cases"],
-            "rageval.split": chosen_split,
-            NOTE_TAG: f"Judge calibration of `{judge.config.name}` ({judge.assessor}): weighted kappa {kappa:.3f}, "
-            f"Kendall's tau {correlation.tau:.3f} over {len(infos)} runs: **{verdict}**"
-            + (f" ({'; '.join(reasons)})" if reasons else ""),
-        },
-        files={
-            "calibration.json": json.dumps(record, indent=2, default=_plain).encode(),
-            "judge.yaml": judge.file.read_bytes(),
-            "prompt.txt": judge.template.encode(),
-            "agreement.csv": csv_bytes(agreement.per_slice.reset_index()),
-            "confusion.csv": csv_bytes(agreement.confusion),
-            "system_rankings.csv": csv_bytes(correlation.scores),
-            "items.csv": csv_bytes(_items_with_human(result, human)),
-        },
-    )
-    try:
-        metrics = {
-            "passed": float(passed),
-            "weighted_kappa": kappa,
-            "kendall_tau": correlation.tau,
-            "kendall_p": correlation.p_value,
-            "runs": float(len(infos)),
-            **{f"prelabel/{k}": v for k, v in summary.items()},
-            **_slice_kappas(agreement),
-        }
-        tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if np.isfinite(v)})
-        tracker.seal(run_id)
-    except Exception as exc:
-        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
-        raise
-    return CalibrationOutcome(run_id, passed, reasons, agreement, correlation, result)
-
-
-def _calibration_reasons(agreement: Agreement, correlation: RankCorrelation, runs: int, rule: CalibrationRule) -> list[str]:
-    """Why a calibration fails its rule (none: it passes); a nan kappa or tau fails too."""
-    kappa = float(agreement.per_slice.loc["all", "weighted_kappa"])
-    reasons = []
-    if not kappa >= rule.min_weighted_kappa:
-        reasons.append(f"weighted kappa {kappa:.3f} < {rule.min_weighted_kappa}")
-    if rule.min_kendall_tau is not None and not correlation.tau >= rule.min_kendall_tau:
-        reasons.append(f"Kendall's tau {correlation.tau:.3f} < {rule.min_kendall_tau} over {runs} runs")
-    return reasons + _slice_reasons(agreement, rule)
-
-
-def _slice_kappas(agreement: Agreement) -> dict[str, float]:
-    return {
-        f"weighted_kappa/{scope}": float(row["weighted_kappa"])
-        for scope, row in agreement.per_slice.iterrows()
-        if scope != "all"
-    }
-
-
-def _slice_reasons(agreement: Agreement, rule: CalibrationRule) -> list[str]:
-    """A slice an average hides: each with enough labelled items must reach the slice minimum."""
-    if rule.min_slice_weighted_kappa is None:
-        return []
-    rows = agreement.per_slice.drop(index="all")
-    held = rows[rows["labelled"] >= rule.min_slice_items]
-    return [
-        f"weighted kappa {row['weighted_kappa']:.3f} on slice {scope} ({int(row['labelled'])} items) "
-        f"< {rule.min_slice_weighted_kappa}"
-        for scope, row in held.iterrows()
-        if not row["weighted_kappa"] >= rule.min_slice_weighted_kappa  # nan fails too
-    ]
-
-
-def _some_reply(judge: Judge, result: Prelabels) -> None:
-    """Refuse a calibration in which no item got a reply (an endpoint down, a wrong model name):
-    there is nothing to measure, so no verdict is recorded."""
-    if not result.results or any(r.status != "failed" for r in result.results):
-        return
-    errors = [f for r in result.results for f in r.failures]
-    backend = judge.config.backend
-    where = f"the endpoint {backend.base_url} " if hasattr(backend, "base_url") else "the judge "
-    raise ConfigError(
-        Problem(
-            file=str(judge.file),
-            field="backend",
-            message=f"every one of the {len(result.results)} calibration items failed, none got a reply "
-            f"(first error: {errors[0] if errors else 'none recorded'}); no calibration verdict was recorded",
-            fix=f"check that {where}is up and serves model {judge.config.model}, then calibrate again",
-        )
-    )
-
-
-def _items_with_human(result: Prelabels, human: dict[str, int]) -> Any:
-    table = result.table()
-    table.insert(3, "human_grade", [human[i] for i in table["item_id"]])
-    return table
-
-
-# --------------------------------------------------------------------------- prelabel
 
 
 @dataclass(frozen=True)
@@ -443,13 +246,13 @@ def execute_prelabel(
             Problem(file=str(paths["labels"]), message="pre-labels exist here already", fix="choose a new --out folder")
         )
     made, identity = (backend, {}) if backend is not None else make_backend(judge)
-    result = _prelabel(manifest, bench, judge, made, seed, progress, owned=backend is None)
+    result = prelabel_pool(manifest, bench, judge, made, seed, progress, owned=backend is None)
 
     make_folder(folder, BenchmarkError)
     write_labels(result.labels(), paths["labels"])
     with paths["detail"].open("w", encoding="utf-8") as handle:
         for row in detail(result):
-            handle.write(json.dumps(row, ensure_ascii=False, default=_plain) + "\n")
+            handle.write(json.dumps(row, ensure_ascii=False, default=json_plain) + "\n")
     paths["review"].write_bytes(sheet_csv(review_sheet(result, bench)))
 
     summary = result.summary()
@@ -458,7 +261,7 @@ def execute_prelabel(
         f"prelabel {manifest.benchmark} {manifest.version}@{manifest.split} with {judge.config.name}",
         params={"judge": judge.config.name, "model": judge.config.model, "pool_items": len(manifest.items)},
         tags={
-            **_judge_tags(judge, identity),
+            **judge_tags(judge, identity),
             KIND_TAG: PRELABEL_KIND,
             "rageval.judge.calibration": calibration.run_id,
             "rageval.judge.calibration.domain": "other" if calibrated.across else "same",
@@ -481,7 +284,7 @@ def execute_prelabel(
     return PrelabelOutcome(run_id, calibration.run_id, result, paths, calibrated.across)
 
 
-def _prelabel(
+def prelabel_pool(
     manifest: PoolManifest,
     bench: Benchmark,
     judge: Judge,
@@ -500,10 +303,10 @@ def _prelabel(
             close()
 
 
-def _plain(value: Any) -> Any:
+def json_plain(value: Any) -> Any:
     if hasattr(value, "item"):
         return value.item()
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-__all__ = ["execute_calibrate", "execute_prelabel", "load_judge", "passing_calibration"]
+__all__ = ["execute_prelabel", "load_judge", "passing_calibration"]
