@@ -49,3 +49,43 @@ def test_a_cache_payload_changed_behind_its_entry_is_rebuilt(tmp_path: Path):
     third = cache.get_or_build("bm25", {"corpus": "c1"}, build)
     assert not third.hit and len(builds) == 3
     assert cache.get_or_build("bm25", {"corpus": "c1"}, build).hit and len(builds) == 3
+
+
+def test_a_payload_forged_with_its_digest_is_rebuilt_under_a_seal_key(tmp_path: Path, monkeypatch):
+    """The issue's BM25 case: payload and entry.json rewritten together. With a seal key the entry
+    carries an HMAC the forger cannot make, so the forged entry is rebuilt; without one it is used
+    (the documented limit: only a rebuild with an empty cache exposes it)."""
+    import json
+
+    from rageval.hashing import sha256_file
+    from rageval.keys import KEY_ENV, KEY_FILE_ENV
+
+    monkeypatch.delenv(KEY_FILE_ENV, raising=False)
+    builds: list[Path] = []
+
+    def build(folder: Path) -> None:
+        builds.append(folder)
+        (folder / "index.bin").write_bytes(b"the real index")
+
+    def forge(path: Path) -> None:
+        (path / "index.bin").write_bytes(b"a forged index")
+        record = json.loads((path / "entry.json").read_text())
+        record["files"]["index.bin"] = sha256_file(path / "index.bin")
+        (path / "entry.json").write_text(json.dumps(record, sort_keys=True))
+
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    plain = Cache(tmp_path / "plain")
+    forge(plain.get_or_build("bm25", {"corpus": "c1"}, build).path)
+    used = plain.get_or_build("bm25", {"corpus": "c1"}, build)
+    assert used.hit and (used.path / "index.bin").read_bytes() == b"a forged index"  # the limit, shown
+
+    monkeypatch.setenv(KEY_ENV, "a team's seal key")
+    signed = Cache(tmp_path / "signed")
+    entry = signed.get_or_build("bm25", {"corpus": "c1"}, build)
+    assert "hmac" in json.loads((entry.path / "entry.json").read_text())
+    assert signed.get_or_build("bm25", {"corpus": "c1"}, build).hit
+    forge(entry.path)
+    rebuilt = signed.get_or_build("bm25", {"corpus": "c1"}, build)
+    assert not rebuilt.hit and (rebuilt.path / "index.bin").read_bytes() == b"the real index"
+    monkeypatch.setenv(KEY_ENV, "another key")  # signed under another key: not trusted either
+    assert not signed.get_or_build("bm25", {"corpus": "c1"}, build).hit

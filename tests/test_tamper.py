@@ -25,7 +25,8 @@ from rageval.config.schema import RunConfig
 from rageval.errors import ComparisonError, TrackingError, VerificationError
 from rageval.experiment.run import ExperimentResult, run_experiment
 from rageval.hashing import sha256_bytes
-from rageval.tracking.seal import HMAC_TAG, KEY_ENV, KEY_FILE_ENV, UNKEYED_NOTE, encode, seal_key
+from rageval.keys import KEY_ENV, KEY_FILE_ENV, seal_key
+from rageval.tracking.seal import HMAC_TAG, UNKEYED_NOTE, encode
 from rageval.tracking.store import Tracker
 from rageval.workflows.compare import execute_comparison
 from rageval.workflows.gate import execute_gate

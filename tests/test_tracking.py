@@ -16,8 +16,9 @@ from rageval.config.load import load_config
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.experiment.run import run_experiment
 from rageval.hashing import sha256_bytes
+from rageval.keys import KEY_ENV, KEY_FILE_ENV
 from rageval.tracking.records import MANIFEST, SEAL_TAG, metric_names
-from rageval.tracking.seal import KEY_ENV, KEY_FILE_ENV, UNKEYED_NOTE
+from rageval.tracking.seal import UNKEYED_NOTE
 from rageval.tracking.store import Tracker
 
 

@@ -7,6 +7,9 @@ payload files plus ``entry.json`` holding the key and each payload's sha256:
 - written into a temporary folder beside it and renamed into place, so a reader never sees a
   partial entry;
 - verified on every read; a corrupt or partial entry is moved aside and rebuilt, never used;
+- signed, when a seal key is set (:mod:`rageval.keys`): ``entry.json`` carries the HMAC of its key
+  and payload hashes, so a payload rewritten together with its hash by someone without the key is
+  rebuilt, not used (without a key, only a rebuild with an empty cache exposes such a forgery);
 - built under a per-entry file lock, so parallel runs (a sweep) needing the same entry build it
   once and the others read it.
 
@@ -16,6 +19,7 @@ The cache lives in ``RAGEVAL_CACHE`` if set, else ``<project>/.rageval-cache``.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -29,6 +33,7 @@ from typing import Any
 from filelock import FileLock
 
 from rageval.hashing import sha256_file
+from rageval.keys import seal_key
 from rageval.paths import default_cache_dir
 
 ENTRY = "entry.json"
@@ -70,7 +75,11 @@ class Cache:
                 files = {
                     p.relative_to(staging).as_posix(): sha256_file(p) for p in sorted(staging.rglob("*")) if p.is_file()
                 }
-                (staging / ENTRY).write_text(json.dumps({"key": key, "files": files}, sort_keys=True, default=str))
+                record: dict[str, Any] = {"key": key, "files": files}
+                signing = seal_key()
+                if signing is not None:
+                    record["hmac"] = signing.sign(_signed(record))
+                (staging / ENTRY).write_text(json.dumps(record, sort_keys=True, default=str))
                 os.rename(staging, target)
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
@@ -89,6 +98,9 @@ class Cache:
             ok = json.loads(json.dumps(key, sort_keys=True, default=str)) == record["key"] and all(
                 (target / name).is_file() and sha256_file(target / name) == sha for name, sha in record["files"].items()
             )
+            signing = seal_key()
+            if ok and signing is not None:  # unsigned, or signed under another key: not ours to trust
+                ok = hmac.compare_digest(str(record.get("hmac", "")), signing.sign(_signed(record)))
         except (OSError, ValueError, KeyError, TypeError):
             ok = False
         if not ok:
@@ -104,3 +116,8 @@ class Cache:
         except OSError:
             return
         shutil.rmtree(aside, ignore_errors=True)
+
+
+def _signed(record: Mapping[str, Any]) -> bytes:
+    """What an entry's HMAC covers: its key and its payloads' hashes."""
+    return json.dumps({"key": record["key"], "files": record["files"]}, sort_keys=True, default=str).encode()

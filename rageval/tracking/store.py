@@ -27,6 +27,7 @@ import pandas as pd
 from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.errors import RunSealedError, TrackingError, VerificationError
 from rageval.hashing import sha256_bytes
+from rageval.keys import seal_key
 from rageval.paths import default_tracking_uri
 from rageval.retry import call_with_retries
 from rageval.tracking.artifacts import Written, artifact_hashes
@@ -55,7 +56,6 @@ from rageval.tracking.seal import (
     Verification,
     encode,
     history_keys,
-    seal_key,
     sealing_manifest,
     verification,
 )

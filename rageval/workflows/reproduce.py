@@ -311,6 +311,9 @@ def _run_in(worktree: Path, config_file: Path, tracking_uri: str, experiment: st
         "GIT_CONFIG_VALUE_0": str(exclude),
         "GIT_CONFIG_KEY_1": "filter.nbstripout.clean",
         "GIT_CONFIG_VALUE_1": "cat",
+        # Every index rebuilt: a reproduction trusts no cache entry (one forged together with its
+        # hash, by someone without the seal key, would reproduce the forgery).
+        "RAGEVAL_CACHE": str(worktree.parent / "cache"),
     }
     done = subprocess.run(
         [sys.executable, "-c", script, str(config_file), tracking_uri, experiment],
