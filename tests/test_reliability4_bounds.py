@@ -55,3 +55,33 @@ def test_a_pool_depth_past_its_bounds_is_refused_with_the_limit(depth):
     (problem,) = raised.value.problems
     assert problem.file == "--depth" and f"from 1 to {MAX_POOL_DEPTH} (got {depth})" in problem.message
     assert problem.fix and "at most 1000" in problem.fix
+
+
+@pytest.mark.parametrize(
+    ("stage", "field"),
+    [({"type": "bm25"}, "candidates"), ({"type": "rerank", "model": "m"}, "top_n")],
+)
+def test_a_stage_count_past_its_limit_names_the_limit(stage, field):
+    from pydantic import ValidationError
+
+    from rageval.retrieval.schema import MAX_CANDIDATES, RetrievalConfig
+
+    first = [] if stage["type"] == "bm25" else [{"type": "bm25"}]  # a reranker needs an input
+    with pytest.raises(ValidationError, match=f"less than or equal to {MAX_CANDIDATES}"):
+        RetrievalConfig.model_validate({"stages": [*first, {**stage, field: MAX_CANDIDATES + 1}]})
+    assert RetrievalConfig.model_validate({"stages": [*first, {**stage, field: MAX_CANDIDATES}]})
+
+
+def test_gate_samples_past_the_limit_name_the_limit(tmp_path):
+    import yaml
+
+    from rageval.analysis.gate_policy import MAX_RESAMPLES, load_policy
+    from rageval.errors import PolicyError
+
+    policy = yaml.safe_load((ROOT / "params" / "gates" / "release.yaml").read_text())
+    path = tmp_path / "gate.yaml"
+    path.write_text(yaml.safe_dump({**policy, "samples": MAX_RESAMPLES + 1}))
+    with pytest.raises(PolicyError) as refused:
+        load_policy(path)
+    assert refused.value.problems[0].field == "samples"
+    assert str(MAX_RESAMPLES) in refused.value.problems[0].message

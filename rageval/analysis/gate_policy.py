@@ -33,6 +33,10 @@ from rageval.evaluation import parse_measures
 from rageval.io import read_yaml
 from rageval.validation import Strict, validated
 
+# The most bootstrap resamples or randomization samples a policy may ask for: each costs a pass over
+# every query's scores, and past this the estimate no longer changes.
+MAX_RESAMPLES = 1_000_000
+
 Verdict = Literal["pass", "fail", "warn", "info"]
 
 # The loss rules by their policy keys; a decision's row for one is labelled "<measure or slice> <key>",
@@ -102,10 +106,12 @@ class LatencyRule(Strict):
     )
     threads: StrictInt = Field(default=1, ge=1, description="torch intra-op threads while timing")
     queries: StrictInt = Field(default=50, ge=5, description="release-split queries timed (all when fewer)")
-    rounds: StrictInt = Field(default=5, ge=1, description="times each query is timed per arm; its median counts")
+    rounds: StrictInt = Field(
+        default=5, ge=1, le=1000, description="times each query is timed per arm; its median counts"
+    )
     warmup: StrictInt = Field(default=3, ge=0, description="untimed queries per arm after building it")
     confidence: float = Field(default=0.95, gt=0, lt=1, description="of the bootstrap interval of the ratio")
-    resamples: StrictInt = Field(default=2000, ge=100, description="bootstrap resamples")
+    resamples: StrictInt = Field(default=2000, ge=100, le=MAX_RESAMPLES, description="bootstrap resamples")
 
 
 class Hardware(Strict):
@@ -149,7 +155,9 @@ class GatePolicy(Strict):
     confidence: float = Field(
         default=0.95, gt=0, lt=1, description="of the two-sided bootstrap interval of each delta (ci_lower_above)"
     )
-    resamples: StrictInt = Field(default=10_000, ge=100, description="bootstrap resamples of each delta's interval")
+    resamples: StrictInt = Field(
+        default=10_000, ge=100, le=MAX_RESAMPLES, description="bootstrap resamples of each delta's interval"
+    )
     critical_slices: dict[StrictStr, SliceRule] = Field(default_factory=dict)
     permission_leaks: StrictInt = Field(default=0, ge=0, description="most chunks allowed that the asker may not see")
     latency: LatencyRule | None = Field(default=None, description="time both arms here and compare them")
@@ -160,7 +168,7 @@ class GatePolicy(Strict):
     context_tokens_mean: float | None = Field(default=None, gt=0, description="budget on mean context tokens")
     max_release_evaluations: StrictInt = Field(default=5, ge=1)
     largest_losses: StrictInt = Field(default=10, ge=0, description="query IDs listed with the largest losses")
-    samples: StrictInt = Field(default=10_000, ge=100, description="randomization test samples")
+    samples: StrictInt = Field(default=10_000, ge=100, le=MAX_RESAMPLES, description="randomization test samples")
     seed: StrictInt = 0
 
     @field_validator("latency_p95_ms")

