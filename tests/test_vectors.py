@@ -153,3 +153,28 @@ def test_a_dense_stage_over_imported_vectors_and_an_ann_index_records_its_recall
         assert [h.chunk_id for h in exact(Query("q", text))] == expected
         hits = ivf(Query("q", text))
         assert {h.chunk_id for h in hits} <= known and [h.chunk_id for h in hits] == expected
+
+
+def test_a_run_over_imported_vectors_records_the_ann_recall_and_the_vectors(tmp_path):
+    from conftest import DEMO, ROOT
+
+    from rageval.benchmark.loading import load_benchmark
+    from rageval.config.load import load_config
+    from rageval.experiment.run import run_experiment
+
+    config = load_config(ROOT / "params" / "dense.yaml", ["retrieval.stages.0.search=ivf"], benchmark=DEMO)
+    chunks = chunk_corpus(load_benchmark(DEMO).documents.values(), config.chunking)
+    keys = {"document_id": [c.parent_id for c in chunks], "start": [c.start for c in chunks]}
+    path = write_parquet(
+        tmp_path / "v.parquet", unit_rows(len(chunks), DIM, 7), {**keys, "end": [c.end for c in chunks]}
+    )
+    update = {"vectors": VectorsConfig(path=str(path), model=MODEL), "ann": AnnConfig(nprobe=4)}
+    stage = config.retrieval.stages[0].model_copy(update=update)
+    config = config.model_copy(update={"retrieval": config.retrieval.model_copy(update={"stages": [stage]})})
+    result = run_experiment(config, cache=False)
+    record = result.models["dense"]
+    k = min(100, len(chunks))
+    assert record["keyed_by"] == "passage" and record["dimension"] == "384" and record["vectors"] == str(path)
+    assert record["index"].startswith("ivf nlist=") and record["index"].endswith("nprobe=4")
+    assert 0.0 < float(record[f"ann_recall@{k}"]) <= 1.0 and record["ann_recall_sample"] == str(min(200, len(chunks)))
+    assert set(result.rankings["chunk_id"]) <= {c.chunk_id for c in chunks} and len(result.rankings)
