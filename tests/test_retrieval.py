@@ -105,3 +105,19 @@ def test_stage_registry_and_config_union_name_the_same_types():
     assert list(STAGES) == list(STAGE_TYPES)
     assert all(callable(stage_class(stage_type)) for stage_type in STAGES)  # every lazy entry resolves
     assert RETRIEVER_TYPES == {"bm25", "dense", "runfile", "http", "langchain", "llamaindex"}
+
+
+def test_a_cached_index_is_memory_mapped_and_ranks_as_a_fresh_one(tmp_path):
+    import numpy as np
+
+    from rageval.retrieval.cache import Cache
+
+    cached = Corpus(CHUNKS, {d.id: d for d in DOCS}, key={"corpus": "t", "chunking": "none"}, cache=Cache(tmp_path))
+    built, reused, fresh = BM25Stage(CONFIG, cached), BM25Stage(CONFIG, cached), BM25Stage(CONFIG, CORPUS)
+    assert (built.cache_hit, reused.cache_hit, fresh.cache_hit) == (False, True, None)
+    for stage in (built, reused):  # the score matrix stays in the entry's files
+        assert all(isinstance(stage._retriever.scores[k], np.memmap) for k in ("data", "indices", "indptr"))
+    assert not isinstance(fresh._retriever.scores["data"], np.memmap)
+    for query in ("cache publish", "secret rotation", "nightly backup restore", "seats"):
+        expected = fresh(Query("q", query))
+        assert expected and built(Query("q", query)) == expected == reused(Query("q", query))

@@ -1,9 +1,11 @@
 """Dense retrieval: a sentence-transformers bi-encoder, normalized embeddings, cosine similarity.
 
 Document embeddings are cached by corpus, chunking, model identity and every encoding setting, so
-a second run (or a sweep member varying anything downstream) never encodes the corpus again. Search
-is exact: a matrix-vector product in numpy, or faiss's flat inner-product index (also exact; an
-option for users who will move to faiss's approximate indexes).
+a second run (or a sweep member varying anything downstream) never encodes the corpus again. A team's own
+vectors may be imported instead (``vectors:``, :mod:`rageval.retrieval.vectors`): nothing is encoded
+but the queries. Search is exact (a matrix-vector product in numpy, or faiss's flat inner-product
+index) or approximate (``ivf``, ``hnsw``: faiss), the approximate index's recall against exact search
+measured at build and recorded with the run's model record.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from rageval import progress
-from rageval.errors import CONFIG, ConfigError, Problem
+from rageval.errors import ConfigError, Problem
 from rageval.progress import SILENT, Reporter
-from rageval.retrieval import encoders
+from rageval.retrieval import encoders, vectors
 from rageval.retrieval.base import Corpus, Hit, Query, top_hits
 from rageval.retrieval.schema import DenseConfig
 
@@ -81,8 +83,22 @@ class DenseStage:
         reporter.step(f"{config.name}: load model")  # torch and the model: seconds, once per process
         self._path = encoders.resolve_model(config.model)
         self._model = encoders.bi_encoder(self._path, config.device)
-        self.embeddings, self.cache_hit, self.model_identity = document_embeddings(config, corpus, reporter)
+        if config.vectors is None:
+            self.embeddings, self.cache_hit, self.model_identity = document_embeddings(config, corpus, reporter)
+        else:
+            reporter.step(f"{config.name}: import vectors")
+            imported = vectors.import_vectors(
+                config.vectors, corpus, model=config.model, dimension=encoders.embedding_dimension(self._model)
+            )
+            self.embeddings, self.cache_hit = imported.matrix, None
+            self.model_identity = {**encoders.model_identity(config.model, self._path), **imported.identity}
+        self.ann: vectors.AnnIndex | None = None
         self._index = _faiss_index(self.embeddings) if config.search == "faiss" else None
+        if config.search in ("ivf", "hnsw"):
+            reporter.step(f"{config.name}: {config.search} index")
+            k = min(config.candidates, len(corpus.chunks))
+            self.ann = vectors.build_ann(self.embeddings, config.search, config.ann, k)
+            self.model_identity = {**self.model_identity, **self.ann.record(config.search, config.ann)}
         self.steps: dict[str, float] = {}
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -94,6 +110,12 @@ class DenseStage:
         started = time.perf_counter()
         vector = self.embed_query(query.text)
         embedded = time.perf_counter()
+        if self.ann is not None and query.allowed is None:
+            hits = vectors.ann_hits(
+                self.corpus, self.ann.index, vector, min(self.config.candidates, len(self.corpus.chunks))
+            )
+            self.steps = {"embed": embedded - started, "search": time.perf_counter() - embedded}
+            return hits
         if self._index is not None and query.allowed is None:
             k = min(self.config.candidates, len(self.corpus.chunks))
             # faiss returns the top k; ask for one more to settle ties at the cut by chunk ID below.
@@ -109,17 +131,7 @@ class DenseStage:
 
 
 def _faiss_index(embeddings: np.ndarray):
-    try:
-        import faiss
-    except ImportError:
-        raise ConfigError(
-            Problem(
-                file=CONFIG,
-                field="search",
-                message="search 'faiss' needs faiss-cpu",
-                fix="pip install faiss-cpu, or use search: exact",
-            )
-        ) from None
+    faiss = vectors.faiss_module()
     index = faiss.IndexFlatIP(embeddings.shape[1])
     index.add(np.ascontiguousarray(embeddings, dtype=np.float32))
     return index

@@ -168,3 +168,9 @@ def encode_query(model: Any, text: str, *, max_seq_length: int | None) -> Any:
 
 def forget_queries() -> None:
     _query_vector.cache_clear()
+
+
+def embedding_dimension(model: Any) -> int:
+    """A bi-encoder's embedding width (sentence-transformers renamed the method in 5.x)."""
+    method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(method())

@@ -22,6 +22,11 @@ class BM25Stage:
 
     Scores <= 0 are dropped: bm25s returns arbitrary chunks with score 0 for a query with no known
     term, which would otherwise count as retrieved.
+
+    A cached index is memory-mapped (bm25s ``load(..., mmap=True)``): its arrays stay in the entry's
+    files and the operating system pages in what the queries touch, so a million-chunk index costs
+    no heap and a second run (or a sweep member) starts without reading it whole. On a miss the
+    freshly built index is saved, dropped, and mapped like a hit, so both read the same bytes.
     """
 
     def __init__(self, config: BM25Config, corpus: Corpus) -> None:
@@ -54,7 +59,7 @@ class BM25Stage:
                 "bm25", key, lambda folder: self._build().save(str(folder), show_progress=False)
             )
             self.cache_hit = entry.hit
-            self._retriever = bm25s.BM25.load(str(entry.path), show_progress=False)
+            self._retriever = bm25s.BM25.load(str(entry.path), mmap=True, show_progress=False)
 
     def _build(self) -> bm25s.BM25:
         retriever = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)

@@ -93,6 +93,38 @@ class EncoderOptions(Strict):
     device: StrictStr = Field(default="cpu", description="torch device: cpu, cuda, cuda:0, mps")
 
 
+class VectorsConfig(Strict):
+    """Document vectors a team computed, imported instead of encoding the corpus: one per chunk,
+    keyed by chunk ID (``chunk_id``) or by passage (``document_id``, ``start``, ``end``)."""
+
+    path: StrictStr = Field(
+        description="a .parquet with a `vector` column beside its key columns, or a .npy matrix "
+        "(its rows keyed by `keys`)"
+    )
+    keys: StrictStr | None = Field(
+        default=None, description=".npy only: a .parquet or .csv of the key columns, one row per vector row"
+    )
+    model: ModelName = Field(
+        description="the model that encoded them: must be the stage's `model` (it encodes the queries)"
+    )
+
+
+class AnnConfig(Strict):
+    """An approximate index (faiss) and how its recall against exact search is measured at build."""
+
+    nlist: StrictInt | None = Field(
+        default=None, gt=0, description="ivf: clusters; default sqrt(chunks), trained on 40 per cluster"
+    )
+    nprobe: StrictInt = Field(default=32, gt=0, description="ivf: clusters searched per query")
+    m: StrictInt = Field(default=32, ge=2, description="hnsw: neighbours per node")
+    ef_construction: StrictInt = Field(default=64, gt=0, description="hnsw: candidate list while building")
+    ef_search: StrictInt = Field(default=128, gt=0, description="hnsw: candidate list while searching")
+    recall_sample: StrictInt = Field(
+        default=200, gt=0, description="chunk vectors (seeded sample) searched both ways to measure recall"
+    )
+    seed: StrictInt = 0
+
+
 class DenseConfig(StageBase, EncoderOptions):
     """Dense retrieval with a sentence-transformers bi-encoder: normalized embeddings, cosine."""
 
@@ -100,7 +132,13 @@ class DenseConfig(StageBase, EncoderOptions):
 
     type: Literal["dense"]
     name: StrictStr = "dense"
-    search: Literal["exact", "faiss"] = Field(default="exact", description="exact: numpy inner product")
+    search: Literal["exact", "faiss", "ivf", "hnsw"] = Field(
+        default="exact",
+        description="exact: numpy inner product; faiss: its flat index (also exact); ivf, hnsw: approximate "
+        "faiss indexes (IVF-Flat, HNSW), their recall against exact search measured at build",
+    )
+    ann: AnnConfig = Field(default_factory=AnnConfig, description="search ivf or hnsw only")
+    vectors: VectorsConfig | None = Field(default=None, description="import these instead of encoding the corpus")
     query_prefix: StrictStr = ""
     document_prefix: StrictStr = ""
     candidates: StrictInt = Field(default=100, gt=0, le=MAX_CANDIDATES)
