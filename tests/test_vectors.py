@@ -178,3 +178,21 @@ def test_a_run_over_imported_vectors_records_the_ann_recall_and_the_vectors(tmp_
     assert record["index"].startswith("ivf nlist=") and record["index"].endswith("nprobe=4")
     assert 0.0 < float(record[f"ann_recall@{k}"]) <= 1.0 and record["ann_recall_sample"] == str(min(200, len(chunks)))
     assert set(result.rankings["chunk_id"]) <= {c.chunk_id for c in chunks} and len(result.rankings)
+
+
+def test_imported_vectors_are_found_relative_to_the_params_file(tmp_path):
+    """As run files are: a params file kept beside its vectors runs from any working directory."""
+    import yaml
+    from conftest import DEMO, ROOT
+
+    from rageval.config.load import load_config
+
+    params = yaml.safe_load((ROOT / "params" / "dense.yaml").read_text())
+    params["benchmark"] = str(DEMO)
+    params["retrieval"]["stages"][0]["vectors"] = {"path": "kb/v.npy", "keys": "kb/keys.csv", "model": MODEL}
+    folder = tmp_path / "team"
+    folder.mkdir()
+    (folder / "dense.yaml").write_text(yaml.safe_dump(params))
+    vectors = load_config(folder / "dense.yaml").retrieval.stages[0].vectors
+    assert vectors is not None
+    assert (vectors.path, vectors.keys) == (str(folder / "kb" / "v.npy"), str(folder / "kb" / "keys.csv"))

@@ -197,9 +197,15 @@ def preflight(config: RunConfig, file: str, lines: dict[tuple[Any, ...], int]) -
 
 
 def _resolve_stage_paths(stage: dict[str, Any], base: Path) -> None:
-    """Run files, and models named by a path (a value with '/'), are relative to ``base``."""
+    """Run files, a dense stage's imported vectors (and their keys), and models named by a path (a
+    value with '/'), are relative to ``base``."""
     if stage.get("type") == "runfile" and isinstance(stage.get("path"), str):
         stage["path"] = str((base / stage["path"]).resolve())
+    vectors = stage.get("vectors")
+    if stage.get("type") == "dense" and isinstance(vectors, dict):
+        for key in ("path", "keys"):
+            if isinstance(vectors.get(key), str):
+                vectors[key] = str((base / Path(vectors[key]).expanduser()).resolve())
     model = stage.get("model")
     if isinstance(model, str) and "/" in model:
         stage["model"] = str((base / Path(model).expanduser()).resolve())
