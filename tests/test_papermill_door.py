@@ -189,8 +189,9 @@ def test_the_record_is_the_one_rageval_run_makes(recorded, store):
         a.tags.keys() == b.tags.keys() and a.params.keys() == b.params.keys() and a.metrics.keys() == b.metrics.keys()
     )
     assert a.params == b.params
-    # Which process, when, the numbered name, whether the cache was warm, and the seal over all that.
-    differs = {"mlflow.runName", "rageval.owner.pid", "rageval.owner.started", "rageval.seal"}
+    # Which process, when, the numbered name, whether the cache was warm, the latency measured (with
+    # the load it ran under), and the seal over all that.
+    differs = {"mlflow.runName", "rageval.owner.pid", "rageval.owner.started", "rageval.seal", "rageval.latency"}
     assert {k: v for k, v in a.tags.items() if k not in differs and not k.startswith("rageval.cache.")} == {
         k: v for k, v in b.tags.items() if k not in differs and not k.startswith("rageval.cache.")
     }
