@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from rageval.csvfiles import read_table
 from rageval.errors import ConfigError, InputError
 from rageval.io import (
     ALIAS_BUDGET,
@@ -14,7 +15,6 @@ from rageval.io import (
     parse_yaml,
     read_jsonl,
     read_lines,
-    read_table,
     read_text,
     read_yaml,
 )

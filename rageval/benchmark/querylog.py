@@ -27,8 +27,9 @@ from pydantic import Field, PositiveInt, StrictStr, ValidationError, model_valid
 from rageval.benchmark.provenance import Provenance, Redaction, Reference, Source, provenance_problems
 from rageval.benchmark.redaction import DETECTORS, RULES, RULES_VERSION, Detector, Redactor, residual
 from rageval.benchmark.schema import Case
+from rageval.csvfiles import read_table
 from rageval.errors import BenchmarkError, PolicyError, Problem
-from rageval.io import read_table, read_yaml
+from rageval.io import read_yaml
 from rageval.validation import Strict, integer_cells, problems_from_validation
 
 Band = Literal["frequent", "torso", "long-tail"]

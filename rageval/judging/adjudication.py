@@ -22,8 +22,8 @@ from rageval.benchmark.schema import (
     Judgment,
 )
 from rageval.benchmark.versions import next_version, write_version
+from rageval.csvfiles import read_table
 from rageval.errors import BenchmarkError, Problem
-from rageval.io import read_table
 from rageval.judging.schema import (
     POOL_FILE,
     AdjudicationRow,

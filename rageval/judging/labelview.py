@@ -32,8 +32,8 @@ from pydantic import StrictInt, StrictStr, ValidationError
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.migration import REVIEW_PREFIX, read_review, record_decision
 from rageval.benchmark.schema import Document
+from rageval.csvfiles import read_table
 from rageval.errors import BenchmarkError, InputError, Problem
-from rageval.io import read_table
 from rageval.judging.schema import POOL_FILE, PoolManifest, SheetRow, valid_rows
 from rageval.judging.sheets import SHEET_INTEGERS, import_sheets, read_pool, restored, sheet_csv
 from rageval.validation import Strict, problems_from_validation, shorten

@@ -12,8 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from rageval.csvfiles import read_table
 from rageval.errors import InputError, Problem
-from rageval.io import file_problem, make_folder, read_json, read_table
+from rageval.io import file_problem, make_folder, read_json
 from rageval.safety import csv_bytes, safe_frame
 
 REVIEW_FILE = "review.json"

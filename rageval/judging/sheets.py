@@ -18,8 +18,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIXES
+from rageval.csvfiles import read_table
 from rageval.errors import BenchmarkError, Problem
-from rageval.io import file_problem, make_folder, read_json, read_jsonl, read_table
+from rageval.io import file_problem, make_folder, read_json, read_jsonl
 from rageval.judging.pooling import Pool
 from rageval.judging.schema import (
     POOL_FILE,
