@@ -5,11 +5,11 @@ stage classes in :mod:`rageval.retrieval.pipeline` is checked against them.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
+from rageval.safety import url_credentials
 from rageval.validation import Strict
 
 # The most hits a stage keeps (and a reranker re-scores): a list longer than this is a typo, and the
@@ -17,10 +17,6 @@ from rageval.validation import Strict
 MAX_CANDIDATES = 100_000
 
 # Query parameters of a URL that hold a credential (``?api_key=…``): refused like ``user:pass@``.
-_SECRET_PARAMETER = re.compile(
-    r"(?i)(?:api[_-]?key|apikey|key|token|access[_-]?token|auth|password|passwd|pwd|secret|client[_-]?secret|"
-    r"sig|signature|x-amz-signature|x-amz-credential)"
-)
 
 
 class BM25TokenizerConfig(Strict):
@@ -261,14 +257,13 @@ class HttpConfig(StageBase):
             raise ValueError(f"not a URL ({exc})") from None
         if url.scheme not in ("http", "https") or not url.host:
             raise ValueError("expected an http:// or https:// URL with a host, e.g. http://127.0.0.1:8000/search")
-        if url.userinfo:
-            # The URL is recorded with the run: a password in it would be too.
+        # The URL is recorded with the run: a password or key in it would be too. Named, never its value.
+        found = url_credentials(value)
+        if found == "user:password@":
             raise ValueError("the URL carries credentials; pass them as a header with headers_from_env")
-        secret = sorted({name for name in url.params if _SECRET_PARAMETER.fullmatch(name)})
-        if secret:  # named, never their values
+        if found:
             raise ValueError(
-                f"the URL carries credentials in its query ({', '.join(secret)}); pass them as a header with "
-                "headers_from_env"
+                f"the URL carries credentials in its query ({found}); pass them as a header with headers_from_env"
             )
         return value
 
