@@ -14,8 +14,6 @@ also name the gate run it reviewed (``rageval.review.gate``)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +23,7 @@ from pydantic import Field, StrictBool, StrictStr
 
 from rageval.errors import PolicyError
 from rageval.io import read_yaml
+from rageval.release.marks import SIMULATED_TAG
 from rageval.release.shadow_rules import ShadowDecision, ShadowRules
 from rageval.validation import Strict, validated
 
@@ -32,26 +31,6 @@ LAYERS: tuple[str, ...] = ("gate", "review", "shadow", "online")
 KINDS = {layer: layer for layer in LAYERS}  # the rageval.kind each layer's run carries
 # The tags naming a layer's baseline and candidate: run IDs, and configuration names where recorded.
 PAIR_TAGS = {layer: f"rageval.{layer}" for layer in LAYERS}
-# On any run: a JSON list, each entry an override that weakened a check of that run (--today, a policy
-# laxer than the shipped one, an optional layer, --allow-simulated). The checklist lists them all.
-OVERRIDES_TAG = "rageval.overrides"
-SIMULATED_TAG = "rageval.simulated"
-
-
-def overrides_of(tags: Mapping[str, str]) -> list[str]:
-    """The overrides recorded on a run (an unreadable tag is itself reported)."""
-    raw = tags.get(OVERRIDES_TAG, "")
-    if not raw:
-        return []
-    try:
-        found = json.loads(raw)
-    except ValueError:
-        return [f"{OVERRIDES_TAG} is not a JSON list: {raw[:80]!r}"]
-    return [str(x) for x in found] if isinstance(found, list) else [f"{OVERRIDES_TAG} is not a list: {raw[:80]!r}"]
-
-
-def overrides_tag(overrides: list[str]) -> dict[str, str]:
-    return {OVERRIDES_TAG: json.dumps(overrides)}
 
 
 class LayerRule(Strict):

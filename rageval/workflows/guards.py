@@ -12,7 +12,7 @@ from rageval.analysis import (
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.errors import ComparisonError
-from rageval.release.decision import overrides_tag
+from rageval.release.marks import overrides_tag
 from rageval.tracking.store import RunInfo, Tracker
 
 

@@ -28,7 +28,7 @@ from rageval.judging.sheets import read_pool, sheet_csv, write_labels
 from rageval.paths import project_root
 from rageval.release.checklist import ASSESSOR_TAG
 from rageval.release.checklist import CALIBRATION_PASSED_TAG as PASSED_TAG
-from rageval.release.decision import overrides_tag
+from rageval.release.marks import overrides_tag
 from rageval.safety import csv_bytes
 from rageval.tracking.records import KIND_TAG, NOTE_TAG
 from rageval.tracking.store import Tracker

@@ -32,11 +32,10 @@ from rageval.release.decision import (
     ReleasePolicy,
     decide_release,
     load_release_policy,
-    overrides_of,
-    overrides_tag,
     policy_overrides,
     reference_runs,
 )
+from rageval.release.marks import overrides_of, overrides_tag
 from rageval.release.shadow import ShadowAnalysis
 from rageval.release.shadow_rules import decide_shadow
 from rageval.safety import csv_bytes

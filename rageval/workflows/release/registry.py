@@ -35,7 +35,7 @@ from rageval.experiment.run import corpus_for
 from rageval.experiment.stages import rankings_frame
 from rageval.hashing import sha256_bytes, sha256_file
 from rageval.paths import project_root
-from rageval.release.decision import SIMULATED_TAG, overrides_tag
+from rageval.release.marks import SIMULATED_TAG, overrides_tag
 from rageval.retrieval.base import Corpus
 from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
