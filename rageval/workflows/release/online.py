@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError
@@ -101,15 +103,7 @@ def execute_online(
         raise ComparisonError("give both --baseline and --candidate runs, or neither")
     frame = events_frame(events)
     decision = decide_online(analyze(frame, metrics), sample_ratio(frame, metrics), metrics)
-    summary = {
-        "units": len(events),
-        "per_arm": decision.sample_ratio.counts,
-        "first": frame["time"].min().isoformat(),
-        "last": frame["time"].max().isoformat(),
-        "segments": sorted({e.segment for e in events if e.segment}),
-        "sha256": sha256_file(log),
-        "simulated": bool(events[0].simulated),
-    }
+    summary = _log_summary(log, events, frame, decision)
     cohort = _Cohort(log, policy_file, metrics_file, policy, metrics, events, arms, decision, summary)
     name = experiment or EXPERIMENT
     run_id = tracker.create_run(
@@ -140,6 +134,19 @@ def execute_online(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return OnlineOutcome(run_id, name, digest, decision, cohort.simulated)
+
+
+def _log_summary(log: Path, events: list[OnlineEvent], frame: pd.DataFrame, decision: OnlineDecision) -> dict[str, Any]:
+    """What decision.json says of the log: its units per arm, time span, segments, sha256."""
+    return {
+        "units": len(events),
+        "per_arm": decision.sample_ratio.counts,
+        "first": frame["time"].min().isoformat(),
+        "last": frame["time"].max().isoformat(),
+        "segments": sorted({e.segment for e in events if e.segment}),
+        "sha256": sha256_file(log),
+        "simulated": bool(events[0].simulated),
+    }
 
 
 def _online_record(cohort: _Cohort) -> dict[str, Any]:
