@@ -2,7 +2,7 @@
 
 Each measurement gets a fresh sqlite store and a fresh cache folder. ``threads``: ``run_sweep``
 with ``--workers N`` (members are threads of this process, each notebook in its own kernel);
-``dask``: ``run_cluster_sweep(cluster="local")``, a LocalCluster of N worker processes on
+``dask``: ``run_sweep`` on ``DaskExecutor("local")``, a LocalCluster of N worker processes on
 127.0.0.1 started inside the call (its start-up is in ``total``, not in the sweep's ``wall``).
 
     python benchmarks/sweep_cluster.py [--members 4 8] [--workers 2]
@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from rageval.tracking.store import Tracker
-from rageval.workflows.cluster import run_cluster_sweep
+from rageval.workflows.cluster import LOCAL, DaskExecutor
 from rageval.workflows.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,9 +56,8 @@ def measure(kind: str, members: int, workers: int, folder: Path) -> dict[str, fl
         os.environ["RAGEVAL_CACHE"] = str(work / "cache")
         outcome = run_sweep(path, workers=workers, tracker=tracker, progress=io.StringIO())
     else:
-        outcome = run_cluster_sweep(
-            path, cluster="local", workers=workers, tracker=tracker, progress=io.StringIO(), cache_dir=work / "cache"
-        )
+        executor = DaskExecutor(LOCAL, cache_dir=work / "cache")
+        outcome = run_sweep(path, workers=workers, tracker=tracker, progress=io.StringIO(), executor=executor)
     total = time.perf_counter() - began
     outcome.check()
     misses = sum(Tracker(store).run(m.run_id).tags.get("rageval.cache.bm25") == "miss" for m in outcome.members)

@@ -22,8 +22,9 @@ from typer.testing import CliRunner
 
 from rageval.tracking.owners import PID_TAG
 from rageval.tracking.store import Tracker
-from rageval.workflows.cluster import ATTEMPT_TAG, WORKER_TAG, run_cluster_sweep
+from rageval.workflows.cluster import ATTEMPT_TAG, WORKER_TAG, DaskExecutor
 from rageval.workflows.members import MEMBER_TAG
+from rageval.workflows.sweep import run_sweep
 
 pytestmark = pytest.mark.distributed
 
@@ -93,15 +94,14 @@ def killed_sweep(dask_cluster, tracking_uri, tmp_path_factory):  # noqa: F811 - 
     killer.start()
     progress = io.StringIO()
     try:
-        outcome = run_cluster_sweep(
+        outcome = run_sweep(
             path,
-            cluster=dask_cluster.address,
             tracker=Tracker(tracking_uri),
             experiment="dask-tests",
             notebook=slow_notebook(tmp),
             progress=progress,
             on_parent=parent.append,
-            cache_dir=cache,
+            executor=DaskExecutor(dask_cluster.address, cache_dir=cache),
         )
     finally:
         done.set()
@@ -253,9 +253,9 @@ def test_workers_with_a_cluster_address_are_refused_before_any_run(tmp_path, tra
 
     path = sweep_file(tmp_path, [{"name": "baseline", "set": {}}])
     with pytest.raises(ConfigError, match="a running cluster's workers decide"):
-        run_cluster_sweep(path, cluster=dask_cluster.address, workers=3, tracker=Tracker(tracking_uri))
+        run_sweep(path, workers=3, tracker=Tracker(tracking_uri), executor=DaskExecutor(dask_cluster.address))
     with pytest.raises(ConfigError, match="not a Dask scheduler address"):
-        run_cluster_sweep(path, cluster="127.0.0.1:1", tracker=Tracker(tracking_uri))
+        run_sweep(path, tracker=Tracker(tracking_uri), executor=DaskExecutor("127.0.0.1:1"))
 
 
 def test_sigterm_to_the_driver_kills_running_members_and_never_starts_the_rest(dask_cluster, tmp_path, tracking_uri):  # noqa: F811

@@ -22,10 +22,10 @@ EVALUATIONS = "layout-evaluations"
 @pytest.mark.e2e
 def test_the_release_path_is_one_experiment_found_from_its_evaluations(tmp_path: Path, files):  # noqa: F811
     from rageval.benchmark.loading import load_benchmark
-    from rageval.release.simulate_shadow import simulate_shadow, write_log
+    from rageval.release.simulate_shadow import SimulatedTraffic, simulate_shadow, write_log
     from rageval.workflows.gate import execute_gate
     from rageval.workflows.release.online import execute_online, simulate_log
-    from rageval.workflows.release.shadow import execute_shadow
+    from rageval.workflows.release.shadow import ShadowRequest, execute_shadow
 
     (tmp_path / "store").mkdir()
     store = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
@@ -37,12 +37,12 @@ def test_the_release_path_is_one_experiment_found_from_its_evaluations(tmp_path:
     made = {"gate": execute_gate(b, c, files["gate"], tracker=tracker).run_id}
     made["review"] = human_review(store, made["gate"], tmp_path / "review")  # follows its gate
     write_log(
-        simulate_shadow(tracker.rankings(b), tracker.rankings(c), load_benchmark(DEMO), 60, seed=1),
+        simulate_shadow(tracker.rankings(b), tracker.rankings(c), load_benchmark(DEMO), SimulatedTraffic(60, seed=1)),
         log := tmp_path / "s.jsonl",
     )
     made["shadow"] = execute_shadow(
-        log, ROOT / "params/shadow/policy.yaml", DEMO, tracker=tracker, baseline_run=b, candidate_run=c,
-        resamples=100, today=TODAY,
+        ShadowRequest(log, ROOT / "params/shadow/policy.yaml", DEMO, baseline_run=b, candidate_run=c,
+        resamples=100, today=TODAY), tracker=tracker,
     ).run_id  # fmt: skip
     simulate_log(b, c, cohort := tmp_path / "o.jsonl", Simulation(sessions=600, seed=2), tracker=tracker)
     made["online"] = execute_online(

@@ -21,6 +21,7 @@ from rageval.analysis import (
     require_release,
     significance_table,
 )
+from rageval.analysis.gate import GateEvidence
 from rageval.errors import ComparisonError, PolicyError
 from rageval.tracking.store import Tracker
 
@@ -48,14 +49,16 @@ def verdicts(decision) -> dict[str, tuple[str, str]]:
 def run_decide(gate: GatePolicy, before: pd.DataFrame, after: pd.DataFrame, metrics=CLEAN, slices=None, evaluations=1):
     return decide(
         gate,
-        before,
-        after,
-        slices or {},
-        metrics,
-        baseline_run_id="b",
-        candidate_run_id="c",
-        release_evaluations=evaluations,
-        family="fam",
+        GateEvidence(
+            before,
+            after,
+            slices or {},
+            metrics,
+            baseline_run_id="b",
+            candidate_run_id="c",
+            release_evaluations=evaluations,
+            family="fam",
+        ),
     )
 
 

@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT
 from test_workflows import sealed_release_run
 
-from rageval.analysis.gate import GatePolicy, LatencyEvidence, decide, load_policy
+from rageval.analysis.gate import GateEvidence, GatePolicy, LatencyEvidence, decide, load_policy
 from rageval.errors import PolicyError
 from rageval.experiment.latency import TIMING_COLUMNS, machine, per_query_ms, sample_queries, time_paired
 from rageval.tracking.store import Tracker
@@ -47,15 +47,17 @@ def rules(policy: GatePolicy, evidence: LatencyEvidence | None, recorded=None) -
     same = pd.DataFrame({"nDCG@10": [0.5, 0.6]}, index=["q00", "q01"])
     decision = decide(
         policy,
-        same,
-        same,
-        {},
-        CLEAN,
-        baseline_run_id="b",
-        candidate_run_id="c",
-        release_evaluations=1,
-        latency=evidence,
-        recorded_latency=recorded,
+        GateEvidence(
+            same,
+            same,
+            {},
+            CLEAN,
+            baseline_run_id="b",
+            candidate_run_id="c",
+            release_evaluations=1,
+            latency=evidence,
+            recorded_latency=recorded,
+        ),
     )
     return {r.rule: (r.verdict, r.reason) for r in decision.rules}
 

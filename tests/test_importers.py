@@ -9,7 +9,7 @@ import pytest
 from conftest import shared
 
 from rageval.benchmark.beir import import_beir
-from rageval.benchmark.importers import import_trec, release_split
+from rageval.benchmark.importers import TrecImport, import_trec, release_split
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.trec import read_qrels, read_qrels_and_run, read_run, read_topics, write_qrels, write_run
 from rageval.errors import BenchmarkError, InputError
@@ -84,7 +84,15 @@ def test_trec_import_with_sgml_topics_and_stable_release_split(tmp_path):
         "<DOC>\n<DOCNO>FT-2</DOCNO>\n<TEXT>Polio text.</TEXT>\n</DOC>\n"
     )
     folder = import_trec(
-        topics=topics, qrels=qrels, documents=docs, out=tmp_path / "out", name="trec", version="1", release_fraction=0.5
+        TrecImport(
+            topics=topics,
+            qrels=qrels,
+            documents=docs,
+            out=tmp_path / "out",
+            name="trec",
+            version="1",
+            release_fraction=0.5,
+        )
     )
     benchmark = load_benchmark(folder)
     assert benchmark.documents["FT-1"].title == "Crime"

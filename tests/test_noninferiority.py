@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 
 from rageval.analysis import significance_table
-from rageval.analysis.gate import LOSS_RULES, NONINFERIORITY_RULES, GatePolicy, decide, load_policy
+from rageval.analysis.gate import LOSS_RULES, NONINFERIORITY_RULES, GateEvidence, GatePolicy, decide, load_policy
 from rageval.analysis.gate_policy import MeasureRule, NonInferiorityRule, SliceRule
 from rageval.analysis.noninferiority import CHECKS
 from rageval.errors import PolicyError
@@ -38,13 +38,9 @@ def policy(rule: dict, **changes) -> GatePolicy:
 def rules(gate: GatePolicy, before: pd.DataFrame, after: pd.DataFrame, slices=None):
     decision = decide(
         gate,
-        before,
-        after,
-        slices or {},
-        CLEAN,
-        baseline_run_id="b",
-        candidate_run_id="c",
-        release_evaluations=1,
+        GateEvidence(
+            before, after, slices or {}, CLEAN, baseline_run_id="b", candidate_run_id="c", release_evaluations=1
+        ),
     )
     return decision, {r.rule: r for r in decision.rules}
 

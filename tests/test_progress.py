@@ -319,14 +319,16 @@ def test_benchmark_import_shows_its_steps_on_a_generated_folder(tmp_path):
 
 
 def test_trec_import_reports_its_steps_and_a_bar_over_the_documents(tmp_path):
-    from rageval.benchmark.importers import import_trec
+    from rageval.benchmark.importers import TrecImport, import_trec
 
     topics, qrels, docs = tmp_path / "topics.txt", tmp_path / "qrels.txt", tmp_path / "docs.sgml"
     topics.write_text("".join(f"<top>\n<num> Number: {n}\n<title> topic {n}\n</top>\n" for n in range(5)))
     qrels.write_text("".join(f"{n} 0 D-{n} 1\n" for n in range(5)))
     docs.write_text("".join(f"<DOC>\n<DOCNO>D-{n}</DOCNO>\n<TEXT>text {n}</TEXT>\n</DOC>\n" for n in range(25)))
     sink = Collect()
-    import_trec(topics=topics, qrels=qrels, documents=docs, out=tmp_path / "out", name="t", version="1", reporter=sink)
+    import_trec(
+        TrecImport(topics=topics, qrels=qrels, documents=docs, out=tmp_path / "out", name="t", version="1"), sink
+    )
     steps = [e["name"] for e in sink.events if e["kind"] == "step"]
     assert steps == [
         "read docs.sgml",

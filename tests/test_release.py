@@ -66,28 +66,25 @@ def shadow_run(
     store: str, baseline: str, candidate: str, out: Path, rules: Path, *, served: bool = False, **faults: float
 ) -> str:
     from rageval.benchmark.loading import load_benchmark
-    from rageval.release.simulate_shadow import Faults, simulate_shadow, write_log
-    from rageval.workflows.release.shadow import execute_shadow
+    from rageval.release.simulate_shadow import Faults, SimulatedTraffic, simulate_shadow, write_log
+    from rageval.workflows.release.shadow import ShadowRequest, execute_shadow
 
     tracker = Tracker(store)
     records = simulate_shadow(
         tracker.rankings(baseline),
         tracker.rankings(candidate),
         load_benchmark(DEMO),
-        120,
-        seed=1,
-        faults=Faults(**faults),
+        SimulatedTraffic(120, seed=1, faults=Faults(**faults)),
         baseline_config=baseline,
         candidate_config=candidate,
     )
     write_log(records, out)
     if served:
         _as_served(out)
-    outcome = execute_shadow(
+    request = ShadowRequest(
         out,
         ROOT / "params/shadow/policy.yaml",
         DEMO,
-        tracker=tracker,
         rules_file=rules,
         baseline_run=baseline,
         candidate_run=candidate,
@@ -95,6 +92,7 @@ def shadow_run(
         today=TODAY,
         experiment="release-tests",
     )
+    outcome = execute_shadow(request, tracker=tracker)
     return outcome.run_id
 
 

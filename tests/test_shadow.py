@@ -19,7 +19,7 @@ from rageval.errors import InputError, PolicyError
 from rageval.hashing import sha256_text
 from rageval.release.shadow import analyze_shadow, check_import_policy, load_import_policy, read_log
 from rageval.release.shadow_rules import ShadowRules, decide_shadow, load_rules
-from rageval.release.simulate_shadow import Faults, simulate_shadow, write_log
+from rageval.release.simulate_shadow import Faults, SimulatedTraffic, simulate_shadow, write_log
 
 TODAY = dt.date(2026, 12, 1)
 POLICY = {
@@ -216,7 +216,7 @@ RULES = ShadowRules(min_requests=50, min_rbo=0.8, max_top1_change=0.2, max_p95_r
 )
 def test_each_fault_fails_its_rule_with_the_reason(tiny: Path, faults: Faults, failing: dict):
     bench = load_benchmark(tiny)
-    records = simulate_shadow(BASE, BASE, bench, 200, seed=0, faults=faults)
+    records = simulate_shadow(BASE, BASE, bench, SimulatedTraffic(200, seed=0, faults=faults))
     assert all(r.simulated for r in records) and all(r.query is None for r in records)
     decision = decide_shadow(RULES, analyze_shadow(records, bench, resamples=500))
     failed = {r.rule for r in decision.rules if r.verdict == "fail"}
@@ -229,8 +229,9 @@ def test_each_fault_fails_its_rule_with_the_reason(tiny: Path, faults: Faults, f
 
 def test_simulator_is_seeded_and_rules_file_is_strict(tiny: Path, tmp_path: Path):
     bench = load_benchmark(tiny)
-    assert simulate_shadow(BASE, BASE, bench, 20, seed=3) == simulate_shadow(BASE, BASE, bench, 20, seed=3)
-    assert simulate_shadow(BASE, BASE, bench, 20, seed=3) != simulate_shadow(BASE, BASE, bench, 20, seed=4)
+    same = [simulate_shadow(BASE, BASE, bench, SimulatedTraffic(20, seed=3)) for _ in range(2)]
+    assert same[0] == same[1]
+    assert same[0] != simulate_shadow(BASE, BASE, bench, SimulatedTraffic(20, seed=4))
     shipped = load_rules(Path(__file__).parents[1] / "params/shadow/rules.yaml")
     assert shipped.max_leaks == 0 and shipped.min_rbo is not None
     (tmp_path / "r.yaml").write_text("version: 1\nname: x\nmin_rbo: 0.8\nmax_p95_ratoi: 1.2\n")
@@ -336,7 +337,7 @@ def test_a_passage_benchmark_pools_the_candidates_unjudged_chunks(tmp_path: Path
     from rageval.benchmark.chunking import chunk_document
     from rageval.benchmark.schema import ChunkingConfig
     from rageval.tracking.store import Tracker
-    from rageval.workflows.release.shadow import execute_shadow
+    from rageval.workflows.release.shadow import ShadowRequest, execute_shadow
 
     bench = load_benchmark(tiny)
     chunking = ChunkingConfig()
@@ -355,7 +356,8 @@ def test_a_passage_benchmark_pools_the_candidates_unjudged_chunks(tmp_path: Path
     log = tmp_path / "log.jsonl"
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))
     outcome = execute_shadow(
-        log, policy_file(tmp_path / "p.yaml"), tiny, tracker=Tracker(store), chunking=chunking, today=TODAY
+        ShadowRequest(log, policy_file(tmp_path / "p.yaml"), tiny, chunking=chunking, today=TODAY),
+        tracker=Tracker(store),
     )
     assert outcome.analysis.per_request["case_id"].tolist() == ["q1"]
     manifest = outcome.pools["dev"]

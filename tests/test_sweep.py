@@ -19,6 +19,7 @@ from conftest import ROOT
 from rageval.config.sweep import SweepConfig, expand, load_sweep
 from rageval.errors import BenchmarkError, ConfigError, SweepError
 from rageval.tracking.store import Tracker
+from rageval.workflows.members import progress_kind
 from rageval.workflows.sweep import Progress, run_sweep
 
 BM25 = ROOT / "params" / "bm25.yaml"
@@ -355,3 +356,60 @@ def test_notebook_slots_are_granted_in_member_order_skip_a_failed_member_and_giv
     assert waiting.acquire(cancel) is False  # interrupted while it waited: no place, no run
     waiting.release()
     busy.release()
+
+
+class OneAtATime:
+    """A third SweepExecutor: members one after another in this thread, and a Ctrl-C after the first."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def open(self, sweep, notebook, workers):
+        self.calls.append(f"open {workers}")
+        return 1, {"sweep.executor": "one-at-a-time"}
+
+    def map(self, jobs, tracker, bar):
+        self.calls.append("map " + ",".join(job.name for job in jobs))
+        bar.event("start", jobs[0].name)
+        result = jobs[0].run(tracker)
+        bar.event(progress_kind(result), jobs[0].name)
+        yield result
+        raise KeyboardInterrupt  # pressed while the second member waited
+
+    def cancel(self):
+        self.calls.append("cancel")
+
+    def stop(self):
+        self.calls.append("stop")
+        return []
+
+    def settle(self, tracker, parent, results):
+        self.calls.append("settle " + ",".join(f"{n}={r.status}" for n, r in sorted(results.items())))
+
+    def close(self):
+        self.calls.append("close")
+
+
+def test_the_sweep_driver_runs_any_executor_and_records_its_interruption(tmp_path, store):
+    path = sweep_file(
+        tmp_path, variants=[{"name": "one", "set": {}}, {"name": "two", "set": {"retrieval.stages.0.k1": 1.2}}]
+    )
+    executor = OneAtATime()
+    outcome = run_sweep(
+        path, tracker=Tracker(store), experiment="sweep-executor", progress=io.StringIO(), executor=executor
+    )
+    assert executor.calls == ["open None", "map one,two", "stop", "settle one=sealed,two=not started", "close"]
+    assert outcome.interrupted and {m.name: m.status for m in outcome.members} == {
+        "one": "sealed",
+        "two": "not started",
+    }
+    tracker = Tracker(store)
+    parent = tracker.run(outcome.parent_run_id)
+    assert (
+        parent.status == "KILLED"
+        and "1 sealed" in parent.tags["rageval.error"]
+        and "1 never started" in parent.tags["rageval.error"]
+    )
+    assert parent.params["sweep.executor"] == "one-at-a-time" and parent.params["sweep.workers"] == "1"
+    (child,) = tracker.children(outcome.parent_run_id)
+    assert child.sealed and child.tags["rageval.sweep.member"] == "one" and tracker.verify(child.run_id) == []

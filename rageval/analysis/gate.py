@@ -23,7 +23,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -233,43 +233,49 @@ def _release_rule(policy: GatePolicy, release_evaluations: int, family: str) -> 
     )
 
 
-def decide(
-    policy: GatePolicy,
-    baseline: pd.DataFrame,
-    candidate: pd.DataFrame,
-    slices: Mapping[str, Sequence[str]],
-    metrics: Mapping[str, float],
-    *,
-    baseline_run_id: str,
-    candidate_run_id: str,
-    release_evaluations: int,
-    family: str = "",
-    latency: LatencyEvidence | None = None,
-    recorded_latency: Mapping[str, float | None] | None = None,
-) -> Decision:
-    """Apply every rule. ``baseline``/``candidate``: wide per-query scores (rows: queries);
-    ``metrics``: the candidate's ``permission_leaks`` and ``context_tokens_mean`` (absent ones
-    fail their rule when the policy sets a budget); ``latency``: both arms timed by the gate
-    (needed when the policy has ``latency``, or ``latency_p95_ms`` on its declared hardware);
-    ``recorded_latency``: each run's recorded p95 in ms, reported as information."""
-    release = _release_rule(policy, release_evaluations, family)
+@dataclass(frozen=True)
+class GateEvidence:
+    """What :func:`decide` weighs. ``baseline``/``candidate``: wide per-query scores (rows:
+    queries); ``slices``: each query's slices; ``metrics``: the candidate's ``permission_leaks`` and
+    ``context_tokens_mean`` (absent ones fail their rule when the policy sets a budget);
+    ``latency``: both arms timed by the gate (needed when the policy has ``latency``, or
+    ``latency_p95_ms`` on its declared hardware); ``recorded_latency``: each run's recorded p95 in
+    ms, reported as information."""
+
+    baseline: pd.DataFrame
+    candidate: pd.DataFrame
+    slices: Mapping[str, Sequence[str]]
+    metrics: Mapping[str, float]
+    _: KW_ONLY
+    baseline_run_id: str
+    candidate_run_id: str
+    release_evaluations: int
+    family: str = ""
+    latency: LatencyEvidence | None = None
+    recorded_latency: Mapping[str, float | None] | None = None
+
+
+def decide(policy: GatePolicy, evidence: GateEvidence) -> Decision:
+    """Apply every rule of ``policy`` to ``evidence``; the largest losses on its first measure."""
+    e = evidence
+    release = _release_rule(policy, e.release_evaluations, e.family)
     rules = [
-        *_measure_rules(policy, baseline, candidate),
-        *_slice_rules(policy, baseline, candidate, slices),
-        *_budget_rules(policy, metrics),
-        *latency_rules(policy, latency, recorded_latency or {}),
+        *_measure_rules(policy, e.baseline, e.candidate),
+        *_slice_rules(policy, e.baseline, e.candidate, e.slices),
+        *_budget_rules(policy, e.metrics),
+        *latency_rules(policy, e.latency, e.recorded_latency or {}),
         release,
     ]
     warnings = [release.reason] if release.verdict == "warn" else []
     first = next(iter(policy.measures))
-    deltas = paired_deltas(baseline, candidate, first).assign(measure=first)
+    deltas = paired_deltas(e.baseline, e.candidate, first).assign(measure=first)
     losses = (
         deltas[deltas["delta"] < 0]
         .sort_values(["delta", "query_id"])
         .head(policy.largest_losses)
         .reset_index(drop=True)
     )
-    return Decision(policy.name, baseline_run_id, candidate_run_id, rules, losses, warnings)
+    return Decision(policy.name, e.baseline_run_id, e.candidate_run_id, rules, losses, warnings)
 
 
 def release_warning(count: int, limit: int, family: str, run_id: str) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -211,57 +211,70 @@ def release_split(query_id: str, fraction: float) -> bool:
     return bucket < fraction
 
 
-def import_trec(
-    *,
-    topics: str | Path,
-    qrels: str | Path,
-    documents: str | Path,
-    out: str | Path,
-    name: str,
-    version: str,
-    field: str = "title",
-    release_fraction: float = 0.0,
-    corpus_version: str | None = None,
-    grade_map: Mapping[int, int] | None = None,
-    reporter: Reporter = SILENT,
-) -> Path:
-    """Import TREC topics + qrels + a document collection. Queries go to ``dev``, or to
-    ``release`` for a stable ``release_fraction`` of them (by hash of the query ID). ``reporter``
-    gets the steps and a bar over the documents."""
-    grade_map = dict(grade_map or {})
-    if not 0 <= release_fraction <= 1:
+@dataclass(frozen=True, kw_only=True)
+class TrecImport:
+    """TREC topics + qrels + a document collection, to import as benchmark ``name`` ``version`` in
+    ``out``. ``field``: the topic field that is the query; a stable ``release_fraction`` of the
+    queries (by hash of the query ID) go to ``release``, the rest to ``dev``; ``corpus_version``
+    (default: the documents file's name and hash); ``grade_map``: TREC grade → benchmark grade."""
+
+    topics: str | Path
+    qrels: str | Path
+    documents: str | Path
+    out: str | Path
+    name: str
+    version: str
+    field: str = "title"
+    release_fraction: float = 0.0
+    corpus_version: str | None = None
+    grade_map: Mapping[int, int] | None = None
+
+
+def import_trec(request: TrecImport, reporter: Reporter = SILENT) -> Path:
+    """Import a TREC collection (see :class:`TrecImport`). ``reporter`` gets the steps and a bar
+    over the documents."""
+    r = request
+    if not 0 <= r.release_fraction <= 1:
         raise BenchmarkError(
             Problem(
                 file="--release-fraction",
                 field="release_fraction",
-                message=f"the release share must be between 0 and 1 (got {release_fraction})",
+                message=f"the release share must be between 0 and 1 (got {r.release_fraction})",
                 fix="e.g. --release-fraction 0.3",
             )
         )
-    docs_path = Path(documents)
+    docs_path = Path(r.documents)
     docs = _trec_documents(docs_path, reporter)
-    corpus_version = corpus_version or f"{docs_path.stem}-{sha256_file(docs_path)[:12]}"
+    corpus_version = r.corpus_version or f"{docs_path.stem}-{sha256_file(docs_path)[:12]}"
     try:
-        reporter.step(f"read {Path(topics).name}")
-        texts = read_topics(topics, field=field)
-        reporter.step(f"read {Path(qrels).name}")
-        judgments = read_qrels(qrels)
+        reporter.step(f"read {Path(r.topics).name}")
+        texts = read_topics(r.topics, field=r.field)
+        reporter.step(f"read {Path(r.qrels).name}")
+        judgments = read_qrels(r.qrels)
     except InputError as exc:
         raise BenchmarkError(exc.problems) from None
+    judged = _trec_judged(judgments, r)
+    reporter.step("build cases")
+    cases = build_cases(texts, judged, corpus_version, {d.id for d in docs}, str(r.qrels))
+    splits = ["dev", "release"] if r.release_fraction > 0 else ["dev"]
+    description = f"Imported from TREC files {Path(r.topics).name} ({r.field}), {Path(r.qrels).name}, {docs_path.name}"
+    reporter.step("write benchmark")
+    return write_benchmark(r.out, benchmark_spec(r.name, r.version, corpus_version, splits, description), docs, cases)
+
+
+def _trec_judged(judgments: Mapping[str, Mapping[str, int]], r: TrecImport) -> dict[str, tuple[str, dict[str, int]]]:
+    """Each query's split and its grades mapped by ``grade_map``; a grade it does not map, or one
+    outside the rubric, is a problem naming the qrels file and the query."""
+    grade_map = dict(r.grade_map or {})
     judged: dict[str, tuple[str, dict[str, int]]] = {}
     problems = []
     for qid, grades in judgments.items():
-        split = RELEASE_SPLIT if release_split(qid, release_fraction) else "dev"
+        split = RELEASE_SPLIT if release_split(qid, r.release_fraction) else "dev"
         for grade in set(grades.values()):
-            wrong = map_grade(grade, grade_map, str(qrels), None)
+            wrong = map_grade(grade, grade_map, str(r.qrels), None)
             if wrong is not None:
                 problems.append(replace(wrong, message=f"{wrong.message} (query '{shorten(qid)}')"))
         judged[qid] = (split, {d: grade_map.get(g, g) for d, g in grades.items()})
     if problems:
         raise BenchmarkError(problems)
-    reporter.step("build cases")
-    cases = build_cases(texts, judged, corpus_version, {d.id for d in docs}, str(qrels))
-    splits = ["dev", "release"] if release_fraction > 0 else ["dev"]
-    description = f"Imported from TREC files {Path(topics).name} ({field}), {Path(qrels).name}, {docs_path.name}"
-    reporter.step("write benchmark")
-    return write_benchmark(out, benchmark_spec(name, version, corpus_version, splits, description), docs, cases)
+    return judged

@@ -139,12 +139,13 @@ def import_trec(
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import TREC topics, qrels and a document collection."""
+    from rageval.benchmark.importers import TrecImport
     from rageval.benchmark.importers import import_trec as run_import
 
     def checked(reporter: Reporter) -> Path:
         for path, option in ((topics, "--topics"), (qrels, "--qrels"), (docs, "--docs")):
             input_file(path, option, f"give the file {option} names, not its folder")
-        return run_import(
+        request = TrecImport(
             topics=topics,
             qrels=qrels,
             documents=docs,
@@ -155,8 +156,8 @@ def import_trec(
             release_fraction=release_fraction,
             corpus_version=corpus_version,
             grade_map=parse_grade_map(grade_map),
-            reporter=reporter,
         )
+        return run_import(request, reporter)
 
     _imported(checked)
 
@@ -274,7 +275,7 @@ TableMode = Enum("TableMode", {mode: mode for mode in TABLE_MODES}, type=str)  #
 
 
 @import_app.command("docs")
-def import_docs(
+def import_docs(  # long: a typer command: its options are its parameters, typer's only way to declare them
     source: Annotated[Path, typer.Argument(help="documentation tree: .md/.markdown, .html/.htm and .txt pages")],
     out: Annotated[Path, typer.Option(help="new benchmark folder")],
     name: Annotated[str, typer.Option(help="benchmark name")],
@@ -350,7 +351,7 @@ def _print_import(result, again: bool) -> None:  # type: ignore[no-untyped-def]
 
 
 @benchmark_app.command("label")
-def benchmark_label(
+def benchmark_label(  # long: a typer command: its options are its parameters, typer's only way to declare them
     path: Annotated[Path, typer.Argument(help="benchmark folder")],
     from_file: Annotated[
         Path | None, typer.Option("--from", help="questions YAML: cases: [{id, query, split, slice, evidence}]")

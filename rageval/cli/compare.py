@@ -22,6 +22,7 @@ from rageval.cli.common import (
 
 if TYPE_CHECKING:
     from rageval.analysis import Decision
+    from rageval.workflows.sweep import SweepOutcome
 
 
 @app.command("sweep")
@@ -46,24 +47,21 @@ def sweep(
     ] = None,
 ) -> None:
     """Run every configuration of a sweep as a sealed child of one parent run; exit 1 if any failed."""
-    from functools import partial
-
     from rageval.cli.progress import SweepView
     from rageval.safety import strip_control
     from rageval.workflows.provenance import dirty_warning
     from rageval.workflows.sweep import run_sweep
 
-    runner = run_sweep
+    executor = None
     if cluster is not None:
-        from rageval.workflows.cluster import run_cluster_sweep
+        from rageval.workflows.cluster import DaskExecutor
 
-        runner = partial(run_cluster_sweep, cluster=cluster)
-
+        executor = DaskExecutor(cluster)
     warning = dirty_warning(file.resolve().parent)
     if warning:
         echo(warning, err=True)
     with SweepView() as view:  # each member's current step on stderr
-        outcome = runner(
+        outcome = run_sweep(
             input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
             workers=workers,
             release=release,
@@ -73,7 +71,20 @@ def sweep(
             timeout=timeout,
             progress=view,
             on_parent=lambda run_id: view.note(strip_control(f"sweep parent run {run_id}")),
+            executor=executor,
         )
+    _print_members(outcome)
+    echo(
+        f"parent run {outcome.parent_run_id} ({outcome.experiment}) {outcome.parent_status}, {outcome.wall_s:.1f}s wall"
+    )
+    if not outcome.ok:
+        _print_sweep_errors(outcome)
+        raise typer.Exit(130 if outcome.interrupted else 1)
+    echo(f"compare: rageval compare --baseline {outcome.members[0].run_id} --sweep {outcome.parent_run_id}")
+
+
+def _print_members(outcome: SweepOutcome) -> None:
+    """One line per member (status, run, seconds, the first measure), then dead workers' attempts."""
     key, text = outcome.primary
     width = max(len(m.name) for m in outcome.members)
     echo(f"{'member':<{width}}  {'status':<11}  {'run':<32}  {'seconds':>7}  {text}")
@@ -92,28 +103,26 @@ def sweep(
                 f"{m.name}: retried {m.retries}x after its worker died; final: {m.status}"
                 + (f" {m.run_id}" if m.run_id else "")
             )
-    echo(
-        f"parent run {outcome.parent_run_id} ({outcome.experiment}) {outcome.parent_status}, {outcome.wall_s:.1f}s wall"
-    )
-    if not outcome.ok:
-        for m in outcome.failed:
-            echo(f"error: {m.name}: {m.status}" + (f": {m.error}" if m.error else ""), err=True)
-        if outcome.store_error:
-            echo(f"error: the store stopped answering, so no further member started: {outcome.store_error}", err=True)
-        if outcome.parent_status == "RUNNING":
-            echo(
-                f"error: the store is unreachable: parent run {outcome.parent_run_id} is left RUNNING; "
-                "the next command that reaches the store reaps it",
-                err=True,
-            )
-        elif outcome.parent_status != "sealed":
-            echo(f"error: parent run {outcome.parent_run_id} is {outcome.parent_status}, not sealed", err=True)
-        raise typer.Exit(130 if outcome.interrupted else 1)
-    echo(f"compare: rageval compare --baseline {outcome.members[0].run_id} --sweep {outcome.parent_run_id}")
+
+
+def _print_sweep_errors(outcome: SweepOutcome) -> None:
+    """What did not seal, on stderr: failed members, a store that stopped answering, the parent."""
+    for m in outcome.failed:
+        echo(f"error: {m.name}: {m.status}" + (f": {m.error}" if m.error else ""), err=True)
+    if outcome.store_error:
+        echo(f"error: the store stopped answering, so no further member started: {outcome.store_error}", err=True)
+    if outcome.parent_status == "RUNNING":
+        echo(
+            f"error: the store is unreachable: parent run {outcome.parent_run_id} is left RUNNING; "
+            "the next command that reaches the store reaps it",
+            err=True,
+        )
+    elif outcome.parent_status != "sealed":
+        echo(f"error: parent run {outcome.parent_run_id} is {outcome.parent_status}, not sealed", err=True)
 
 
 @app.command("compare")
-def compare(
+def compare(  # long: a typer command: its options are its parameters, typer's only way to declare them
     baseline: Annotated[str, typer.Option(help="run ID of the baseline")],
     candidate: Annotated[list[str], typer.Option(help="run ID of a candidate (repeatable)")] = [],
     sweep: Annotated[

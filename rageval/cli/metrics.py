@@ -26,7 +26,7 @@ from rageval.cli.common import (
 
 
 @app.command("metrics")
-def metrics(
+def metrics(  # long: a typer command: its options are its parameters, typer's only way to declare them
     qrels: Annotated[Path, typer.Argument(help="TREC qrels file")],
     run: Annotated[Path, typer.Argument(help="TREC run file")],
     measure: Annotated[list[str], typer.Option("-m", "--measure", help="e.g. nDCG@10, R@100, RR, Hit@5, MRR, AP")],

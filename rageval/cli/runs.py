@@ -221,43 +221,15 @@ def ui(
     The server runs in a process group of its own; Ctrl-C or SIGTERM stops the whole group
     (``mlflow server`` starts worker processes that would otherwise keep serving)."""
     import signal
-    import socket
     import time
     import urllib.request
 
-    from rageval.paths import artifact_root_for
     from rageval.tracking.records import ui_link
     from rageval.tracking.store import resolve_tracking_uri
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as exc:
-            echo(
-                f"error: port {port} on 127.0.0.1 is busy ({exc.strerror}): another server is using it, and its "
-                f"URL would show that server's runs, not this store's. Choose another port: rageval ui --port {port + 1}",
-                err=True,
-            )
-            raise typer.Exit(1) from None
+    _refuse_busy_port(port)
     uri = resolve_tracking_uri(tracking_uri)
-    command = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        uri,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        "1",
-    ]
-    artifacts = artifact_root_for(uri)
-    if artifacts:
-        command += ["--default-artifact-root", artifacts]
+    command = _ui_command(uri, port)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
     server = subprocess.Popen(command, env=env, process_group=0)
 
@@ -287,6 +259,47 @@ def ui(
     if code != 0 and not stopped:
         echo(f"error: mlflow server exited with {code} (store: {uri}, port {port})", err=True)
         raise typer.Exit(1)
+
+
+def _refuse_busy_port(port: int) -> None:
+    """Exit 1 when ``port`` on 127.0.0.1 is taken: its URL would show another server's runs."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            echo(
+                f"error: port {port} on 127.0.0.1 is busy ({exc.strerror}): another server is using it, and its "
+                f"URL would show that server's runs, not this store's. Choose another port: rageval ui --port {port + 1}",
+                err=True,
+            )
+            raise typer.Exit(1) from None
+
+
+def _ui_command(uri: str, port: int) -> list[str]:
+    """``mlflow server`` over the store at ``uri`` on 127.0.0.1:``port``, one worker."""
+    from rageval.paths import artifact_root_for
+
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
+    artifacts = artifact_root_for(uri)
+    if artifacts:
+        command += ["--default-artifact-root", artifacts]
+    return command
 
 
 def _signal_group(pgid: int, signum: int) -> None:

@@ -5,13 +5,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
 from rageval.cli.common import TrackingUri, app, echo, input_file, input_folder, open_tracker, parse_date
 from rageval.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from rageval.workflows.release.shadow import ShadowOutcome
 
 
 class _RecordByDefault(TyperGroup):
@@ -34,7 +37,7 @@ app.add_typer(shadow_app, name="shadow")
 
 
 @shadow_app.command("record")
-def record(
+def record(  # long: a typer command: its options are its parameters, typer's only way to declare them
     log: Annotated[Path, typer.Argument(help="shadow log (.jsonl or .parquet)")],
     policy: Annotated[
         Path | None, typer.Option(help="import policy: authorization, redaction, retention (required)")
@@ -62,7 +65,7 @@ def record(
 ) -> None:
     """Analyse a shadow log under its import policy; record a sealed shadow run. Exit 1 when rules fail."""
     from rageval.benchmark.migration import load_chunking
-    from rageval.workflows.release.shadow import execute_shadow
+    from rageval.workflows.release.shadow import ShadowRequest, execute_shadow
 
     log = input_file(log, "LOG", "give a shadow log (.jsonl or .parquet)")
     if policy is not None:
@@ -70,11 +73,10 @@ def record(
     if benchmark is None:
         raise InputError(Problem(file="--benchmark", message="missing", fix="give the benchmark folder"))
     benchmark = input_folder(benchmark, "--benchmark", "give the benchmark folder")
-    outcome = execute_shadow(
+    request = ShadowRequest(
         log,
         policy,
         benchmark,
-        tracker=open_tracker(tracking_uri),
         rules_file=input_file(rules, "--rules", "give a rules file") if rules else None,
         baseline_run=baseline,
         candidate_run=candidate,
@@ -87,6 +89,13 @@ def record(
         seed=seed,
         today=parse_date(today),
     )
+    outcome = execute_shadow(request, tracker=open_tracker(tracking_uri))
+    _print_shadow(outcome, pool_out)
+    raise typer.Exit(1 if outcome.decision is not None and not outcome.decision.passed else 0)
+
+
+def _print_shadow(outcome: ShadowOutcome, pool_out: Path | None) -> None:
+    """The analysis in a few lines, the proposed pools, warnings, every rule and the verdict."""
     a, o = outcome.analysis, outcome.analysis.overall
     p95 = a.latency_row(0.95)
     label = "SIMULATED " if outcome.simulated else ""
@@ -114,11 +123,10 @@ def record(
             echo(f"{rule.verdict.upper():<4}  {rule.rule}: {rule.reason}")
     verdict = outcome.decision.verdict.upper() if outcome.decision else "recorded (no rules given)"
     echo(f"shadow run {outcome.run_id} sealed: {verdict}")
-    raise typer.Exit(1 if outcome.decision is not None and not outcome.decision.passed else 0)
 
 
 @shadow_app.command("simulate")
-def simulate(
+def simulate(  # long: a typer command: its options are its parameters, typer's only way to declare them
     out: Annotated[Path, typer.Option(help="the log to write (.jsonl or .parquet)")],
     benchmark: Annotated[Path, typer.Option(help="benchmark folder the rankings are of")],
     baseline: Annotated[str, typer.Option(help="baseline: a sealed run ID, or a rankings .parquet/.csv")],
@@ -140,7 +148,7 @@ def simulate(
     """Write a seeded, SIMULATED shadow log from two arms' rankings (labelled simulated in every record)."""
     from rageval.benchmark.loading import load_benchmark
     from rageval.cli.judge import _read_rankings
-    from rageval.release.simulate_shadow import Faults, simulate_shadow, write_log
+    from rageval.release.simulate_shadow import Faults, SimulatedTraffic, simulate_shadow, write_log
 
     bench = load_benchmark(input_folder(benchmark, "--benchmark", "give the benchmark folder"))
     frames = {}
@@ -155,11 +163,13 @@ def simulate(
         frames["baseline"],
         frames["candidate"],
         bench,
-        requests,
-        seed=seed,
-        baseline_ms=baseline_ms,
-        candidate_ms=candidate_ms,
-        faults=Faults(rbo_drop, leaks, latency_factor, candidate_errors),
+        SimulatedTraffic(
+            requests,
+            seed=seed,
+            baseline_ms=baseline_ms,
+            candidate_ms=candidate_ms,
+            faults=Faults(rbo_drop, leaks, latency_factor, candidate_errors),
+        ),
         baseline_config=baseline,
         candidate_config=candidate,
     )

@@ -7,7 +7,8 @@ nothing. Recording is :mod:`rageval.tracking`'s job.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,7 @@ from rageval.experiment.stages import (
     covered_characters,
     describe_loss,
     evidence_trail,
+    latency_table,
     merged_spans,
     overlap_ratio,
     rankings_frame,
@@ -191,41 +193,31 @@ def run_experiment(
     return result
 
 
-def _run(
+def _run(  # long: the run's steps in order, each timed, and the one construction of its ExperimentResult
     config: RunConfig, benchmark: Benchmark | None, cache: Cache | None | bool, reporter: Reporter
 ) -> ExperimentResult:
     timings: dict[str, float] = {}
-    started = time.perf_counter()
-    reporter.step("load benchmark")
-    benchmark = benchmark or load_benchmark(config.benchmark)
-    cases = benchmark.cases_for(config.split)
-    timings["load"] = time.perf_counter() - started
+    with _timed(timings, "load"):
+        reporter.step("load benchmark")
+        benchmark = benchmark or load_benchmark(config.benchmark)
+        cases = benchmark.cases_for(config.split)
+    with _timed(timings, "chunking"):
+        reporter.step("chunking")
+        chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
+    with _timed(timings, "index"):
+        reporter.step("build stages")
+        corpus = corpus_for(config, benchmark, chunks, Cache() if cache is True else (cache or None))
+        pipeline = Pipeline.from_config(config.retrieval.stages, corpus, source=f"run configuration '{config.name}'")
+    timings.update({f"index/{name}": seconds for name, seconds in pipeline.build_seconds.items()})
+    with _timed(timings, "retrieval"):
+        queries = [query_of(c) for c in cases]
+        reporter.step("retrieval")
+        output = pipeline.run(reporter.bar(queries, desc="queries"))
+    with _timed(timings, "context"):
+        reporter.step("context")
+        context, fetch = _contexts(config, output.hits, corpus)
 
-    started = time.perf_counter()
-    reporter.step("chunking")
-    chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
-    timings["chunking"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    reporter.step("build stages")
-    corpus = corpus_for(config, benchmark, chunks, Cache() if cache is True else (cache or None))
-    pipeline = Pipeline.from_config(config.retrieval.stages, corpus, source=f"run configuration '{config.name}'")
-    timings["index"] = time.perf_counter() - started
-    for name, seconds in pipeline.build_seconds.items():
-        timings[f"index/{name}"] = seconds
-
-    started = time.perf_counter()
-    queries = [query_of(c) for c in cases]
-    reporter.step("retrieval")
-    output = pipeline.run(reporter.bar(queries, desc="queries"))
-    timings["retrieval"] = time.perf_counter() - started
-
-    started = time.perf_counter()
-    reporter.step("context")
-    context, fetch = _contexts(config, output.hits, corpus)
-    timings["context"] = time.perf_counter() - started
-
-    started = time.perf_counter()
+    started = time.perf_counter()  # evaluation: until the measures, the parent level and abstention are in
     reporter.step("evaluation")
     by_id = corpus.by_id
     rankings = rankings_frame(output.hits, pipeline.names[-1], by_id)
@@ -238,6 +230,68 @@ def _run(
     warnings = [*whole_document_warnings(rankings, corpus, level), *([failed] if failed else [])]
     for warning in warnings:
         reporter.warn(warning)
+
+    measure = _measurer(config, level, qrels)
+    evaluation = measure(rankings)
+    # The same ranking at parent level, beside it: a document's grade is its best judged span's (Benchmark.qrels).
+    parent = measure(rankings, PARENT_LEVEL, benchmark.qrels(config.split)) if level == "passage" else None
+    abstained = _abstention(config, cases, rankings, level)
+    timings["evaluation"] = time.perf_counter() - started
+
+    with _timed(timings, "stage_evaluation"):
+        reporter.step("stage evaluation")
+        per_stage = {name: rankings_frame(output.stages[name], name, by_id) for name in pipeline.names}
+        context_frame = rankings_frame(context, CONTEXT_STAGE, by_id)
+        frames = [*per_stage.items(), (CONTEXT_STAGE, context_frame)]
+        stage_metrics = _stage_metrics(frames, (pipeline.names[-1], evaluation), measure, reporter)
+        inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
+        evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
+    in_context = _in_context(config, benchmark, qrels, context_frame, evaluation)
+    shown = in_context[list(EVIDENCE_MEASURES)] if in_context is not None else None
+    slices = slice_table(evaluation, {c.queryId: c.slice for c in cases}, shown)
+
+    reporter.step("diagnostics")
+    diagnostics = _diagnostics(config, cases, output.hits, context, corpus)
+    latency = latency_table(output.latencies, fetch)
+    return ExperimentResult(
+        config=config,
+        benchmark=benchmark,
+        level=level,
+        chunking_hash=config_hash(config.chunking),
+        rankings=rankings,
+        evaluation=evaluation,
+        slices=slices,
+        latency=latency,
+        context_tokens=diagnostics["context_tokens"].rename(None) if not diagnostics.empty else pd.Series(dtype=int),
+        failures=pd.DataFrame(output.failures, columns=FAILURE_COLUMNS),
+        timings=timings,
+        stage_names=tuple(pipeline.names),
+        stage_rankings=pd.concat([*per_stage.values(), context_frame], ignore_index=True),
+        stage_metrics=stage_metrics,
+        evidence=evidence,
+        diagnostics=diagnostics,
+        cache_hits=pipeline.cache_hits(),
+        models={s.name: identity for s in pipeline.stages if (identity := getattr(s, "model_identity", None))},
+        external_calls=pipeline.external_calls(),
+        call_counts=pipeline.call_counts(),
+        abstention=abstained,
+        qrels=qrels if isinstance(qrels, Evidence) else {q: dict(items) for q, items in qrels.items()},
+        parent=parent,
+        context_evidence=in_context,
+        warnings=tuple(warnings),
+    )
+
+
+@contextmanager
+def _timed(timings: dict[str, float], step: str) -> Iterator[None]:
+    """``timings[step]``: the seconds the block took (not set when it raised)."""
+    started = time.perf_counter()
+    yield
+    timings[step] = time.perf_counter() - started
+
+
+def _measurer(config: RunConfig, level: str, qrels: dict[str, dict[str, int]] | Evidence) -> Callable[..., Evaluation]:
+    """The run's evaluation of a ranking frame under its configuration, at ``level`` on ``qrels`` by default."""
 
     def measure(
         frame: pd.DataFrame, at: str = level, judged: dict[str, dict[str, int]] | Evidence = qrels
@@ -253,82 +307,35 @@ def _run(
             depth=config.evaluation.depth,
         )
 
-    evaluation = measure(rankings)
-    # The same ranking at parent level, beside it: a document's grade is its best judged span's (Benchmark.qrels).
-    parent = measure(rankings, PARENT_LEVEL, benchmark.qrels(config.split)) if level == "passage" else None
-    abstained = None
-    if config.evaluation.abstain_below is not None:
-        evaluated_run = level_run(rankings, level)
-        answerable = {c.queryId for c in cases if c.answerable}
-        abstained = abstention(
-            top_scores(evaluated_run, [c.queryId for c in cases if c.queryId not in answerable]),
-            config.evaluation.abstain_below,
-            top_scores(evaluated_run, sorted(answerable)),
-        )
-    timings["evaluation"] = time.perf_counter() - started
+    return measure
 
-    started = time.perf_counter()
-    reporter.step("stage evaluation")
-    per_stage = {name: rankings_frame(output.stages[name], name, by_id) for name in pipeline.names}
-    context_frame = rankings_frame(context, CONTEXT_STAGE, by_id)
+
+def _abstention(config: RunConfig, cases: Sequence[Case], rankings: pd.DataFrame, level: str) -> Abstention | None:
+    """With ``abstain_below``: how a score threshold separates unanswerable from answerable cases."""
+    if config.evaluation.abstain_below is None:
+        return None
+    evaluated_run = level_run(rankings, level)
+    answerable = {c.queryId for c in cases if c.answerable}
+    return abstention(
+        top_scores(evaluated_run, [c.queryId for c in cases if c.queryId not in answerable]),
+        config.evaluation.abstain_below,
+        top_scores(evaluated_run, sorted(answerable)),
+    )
+
+
+def _stage_metrics(
+    frames: Sequence[tuple[str, pd.DataFrame]],
+    final: tuple[str, Evaluation],
+    measure: Callable[..., Evaluation],
+    reporter: Reporter,
+) -> pd.DataFrame:
+    """Each stage's ranking (and the context) measured, long: stage, query_id, measure, value.
+    The final stage's ranking is the run's ranking, ``final``: measured once, already."""
     stage_metrics = []
-    final = pipeline.names[-1]
-    for name, frame in reporter.bar([*per_stage.items(), (CONTEXT_STAGE, context_frame)], desc="stages measured"):
-        # The final stage's ranking is the run's ranking: measured once, above.
-        long = (evaluation if name == final else measure(frame)).long()
+    for name, frame in reporter.bar(frames, desc="stages measured"):
+        long = (final[1] if name == final[0] else measure(frame)).long()
         stage_metrics.append(long.assign(stage=name))
-    inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
-    evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
-    timings["stage_evaluation"] = time.perf_counter() - started
-    in_context = _in_context(config, benchmark, qrels, context_frame, evaluation)
-    shown = in_context[list(EVIDENCE_MEASURES)] if in_context is not None else None
-    slices = slice_table(evaluation, {c.queryId: c.slice for c in cases}, shown)
-
-    reporter.step("diagnostics")
-    diagnostics = _diagnostics(config, cases, output.hits, context, corpus)
-    latency = pd.DataFrame(output.latencies, columns=["query_id", "stage", "seconds"])
-    totals = latency[~latency["stage"].str.contains(":")].groupby("query_id", sort=False)["seconds"].sum()
-    latency = pd.concat(
-        [
-            latency,
-            pd.DataFrame({"query_id": list(fetch), "stage": "fetch", "seconds": list(fetch.values())}),
-            pd.DataFrame(
-                {
-                    "query_id": totals.index,
-                    "stage": "total",
-                    "seconds": totals.to_numpy() + totals.index.map(fetch).to_numpy(),
-                }
-            ),
-        ],
-        ignore_index=True,
-    )
-    return ExperimentResult(
-        config=config,
-        benchmark=benchmark,
-        level=level,
-        chunking_hash=config_hash(config.chunking),
-        rankings=rankings,
-        evaluation=evaluation,
-        slices=slices,
-        latency=latency,
-        context_tokens=diagnostics["context_tokens"].rename(None) if not diagnostics.empty else pd.Series(dtype=int),
-        failures=pd.DataFrame(output.failures, columns=FAILURE_COLUMNS),
-        timings=timings,
-        stage_names=tuple(pipeline.names),
-        stage_rankings=pd.concat([*per_stage.values(), context_frame], ignore_index=True),
-        stage_metrics=pd.concat(stage_metrics, ignore_index=True)[["stage", "query_id", "measure", "value"]],
-        evidence=evidence,
-        diagnostics=diagnostics,
-        cache_hits=pipeline.cache_hits(),
-        models={s.name: identity for s in pipeline.stages if (identity := getattr(s, "model_identity", None))},
-        external_calls=pipeline.external_calls(),
-        call_counts=pipeline.call_counts(),
-        abstention=abstained,
-        qrels=qrels if isinstance(qrels, Evidence) else {q: dict(items) for q, items in qrels.items()},
-        parent=parent,
-        context_evidence=in_context,
-        warnings=tuple(warnings),
-    )
+    return pd.concat(stage_metrics, ignore_index=True)[["stage", "query_id", "measure", "value"]]
 
 
 def corpus_for(config: RunConfig, benchmark: Benchmark, chunks: Sequence[Chunk], cache: Cache | None) -> Corpus:

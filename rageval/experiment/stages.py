@@ -1,4 +1,5 @@
-"""Measure every stage of a pipeline on its own, and find where each query's evidence was lost.
+"""Measure every stage of a pipeline on its own, find where each query's evidence was lost, and
+table each query's seconds per stage.
 
 Pure functions over rankings frames (``query_id, rank, chunk_id, parent_id, score``); nothing here
 runs a retriever or records anything.
@@ -7,6 +8,7 @@ runs a retriever or records anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -159,3 +161,24 @@ def merged_spans(chunks: Sequence[Chunk]) -> dict[str, list[tuple[int, int]]]:
 
 def covered_characters(chunks: Sequence[Chunk]) -> int:
     return sum(end - start for spans in merged_spans(chunks).values() for start, end in spans)
+
+
+def latency_table(latencies: Sequence[Any], fetch: Mapping[str, float]) -> pd.DataFrame:
+    """Per query and stage the seconds, then the context fetch and each query's total (the stages
+    whose name has no ``:`` — sub-steps are inside their stage — plus the fetch)."""
+    latency = pd.DataFrame(latencies, columns=["query_id", "stage", "seconds"])
+    totals = latency[~latency["stage"].str.contains(":")].groupby("query_id", sort=False)["seconds"].sum()
+    return pd.concat(
+        [
+            latency,
+            pd.DataFrame({"query_id": list(fetch), "stage": "fetch", "seconds": list(fetch.values())}),
+            pd.DataFrame(
+                {
+                    "query_id": totals.index,
+                    "stage": "total",
+                    "seconds": totals.to_numpy() + totals.index.map(fetch).to_numpy(),
+                }
+            ),
+        ],
+        ignore_index=True,
+    )

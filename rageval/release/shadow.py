@@ -274,49 +274,11 @@ def analyze_shadow(
     qrels = {case.queryId: {j.documentId for j in case.relevant} for case in benchmark.cases}
     rows, leak_rows, top_rows = [], [], []
     for record in records:
-        base, cand = record.baseline, record.candidate
-        compared = not base.failed and not cand.failed
-        rbo = rank_biased_overlap(base.ids, cand.ids, p) if compared else None
         case: Case | None = cases.get(record.case_id or "") or by_hash.get(record.digest)
-        leaks = _leaks(cand.ids, record.principal, documents)
-        for rank in leaks:
-            leak_rows.append(
-                {"request_id": record.request_id, "query_sha256": record.digest, "rank": rank, "id": cand.ids[rank - 1]}
-            )
-        top = cand.ids[:k]
-        unjudged = 0
-        if case is not None:
-            for rank, item in enumerate(top, 1):
-                parent = parent_of(item, documents)
-                if parent in documents:
-                    judged = parent in qrels[case.queryId]
-                    unjudged += not judged
-                    top_rows.append((record.request_id, case.queryId, rank, item, parent, judged))
-        rows.append(
-            {
-                "request_id": record.request_id,
-                "query_sha256": record.digest,
-                "case_id": case.queryId if case is not None else None,
-                "segment": list(record.segment),
-                "compared": compared,
-                "rbo_min": rbo.min if rbo else np.nan,
-                "rbo_res": rbo.res if rbo else np.nan,
-                "rbo_ext": rbo.ext if rbo else np.nan,
-                "jaccard": jaccard_at(base.ids, cand.ids, k) if compared else np.nan,
-                "top1_changed": float(base.ids[0] != cand.ids[0]) if compared else np.nan,
-                "baseline_error": float(base.error is not None),
-                "candidate_error": float(cand.error is not None),
-                "baseline_ms": base.latency_ms,
-                "candidate_ms": cand.latency_ms,
-                "candidate_leaks": len(leaks),
-                "baseline_leaks": len(_leaks(base.ids, record.principal, documents)),
-                "unknown_ids": sum(parent_of(i, documents) not in documents for i in top),
-                "top_k": len(top),
-                "unjudged": unjudged if case is not None else np.nan,
-                **{f"baseline_res.{n}": v for n, v in base.resources.items()},
-                **{f"candidate_res.{n}": v for n, v in cand.resources.items()},
-            }
-        )
+        row, leaked, top = _compare_request(record, case, documents, qrels, k, p)
+        rows.append(row)
+        leak_rows += leaked
+        top_rows += top
     per_request = pd.DataFrame(rows)
     slices = [ALL, *sorted({s for r in records for s in r.segment})]
     rng = np.random.default_rng(seed)
@@ -339,6 +301,60 @@ def analyze_shadow(
         k=k,
         confidence=confidence,
     )
+
+
+def _compare_request(
+    record: ShadowRecord,
+    case: Case | None,
+    documents: dict[str, Document],
+    qrels: dict[str, set[str]],
+    k: int,
+    p: float,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[Any, ...]]]:
+    """One request's arms compared: its per-request row, the candidate's leaks (one row each) and,
+    when it matched a case, the candidate's top-k with whether each item's document is judged."""
+    base, cand = record.baseline, record.candidate
+    compared = not base.failed and not cand.failed
+    rbo = rank_biased_overlap(base.ids, cand.ids, p) if compared else None
+    leaks = _leaks(cand.ids, record.principal, documents)
+    leak_rows = [
+        {"request_id": record.request_id, "query_sha256": record.digest, "rank": rank, "id": cand.ids[rank - 1]}
+        for rank in leaks
+    ]
+    top = cand.ids[:k]
+    unjudged = 0
+    top_rows: list[tuple[Any, ...]] = []
+    if case is not None:
+        for rank, item in enumerate(top, 1):
+            parent = parent_of(item, documents)
+            if parent in documents:
+                judged = parent in qrels[case.queryId]
+                unjudged += not judged
+                top_rows.append((record.request_id, case.queryId, rank, item, parent, judged))
+    row = {
+        "request_id": record.request_id,
+        "query_sha256": record.digest,
+        "case_id": case.queryId if case is not None else None,
+        "segment": list(record.segment),
+        "compared": compared,
+        "rbo_min": rbo.min if rbo else np.nan,
+        "rbo_res": rbo.res if rbo else np.nan,
+        "rbo_ext": rbo.ext if rbo else np.nan,
+        "jaccard": jaccard_at(base.ids, cand.ids, k) if compared else np.nan,
+        "top1_changed": float(base.ids[0] != cand.ids[0]) if compared else np.nan,
+        "baseline_error": float(base.error is not None),
+        "candidate_error": float(cand.error is not None),
+        "baseline_ms": base.latency_ms,
+        "candidate_ms": cand.latency_ms,
+        "candidate_leaks": len(leaks),
+        "baseline_leaks": len(_leaks(base.ids, record.principal, documents)),
+        "unknown_ids": sum(parent_of(i, documents) not in documents for i in top),
+        "top_k": len(top),
+        "unjudged": unjudged if case is not None else np.nan,
+        **{f"baseline_res.{n}": v for n, v in base.resources.items()},
+        **{f"candidate_res.{n}": v for n, v in cand.resources.items()},
+    }
+    return row, leak_rows, top_rows
 
 
 def _summary(name: str, part: pd.DataFrame) -> dict[str, Any]:

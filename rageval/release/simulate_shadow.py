@@ -53,22 +53,32 @@ def _ranked(frame: pd.DataFrame, name: str, depth: int) -> dict[str, list[tuple[
     return out
 
 
+@dataclass(frozen=True)
+class SimulatedTraffic:
+    """How many requests to simulate and how: ``seed``, each arm's ranking ``depth``, the latency
+    medians (``candidate_ms`` default: ``baseline_ms``), the :class:`Faults` to inject, and the
+    first request's time (one request a second after it)."""
+
+    requests: int
+    seed: int = 0
+    depth: int = 10
+    baseline_ms: float = 20.0
+    candidate_ms: float | None = None
+    faults: Faults = Faults()
+    start: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
 def simulate_shadow(
     baseline: pd.DataFrame,
     candidate: pd.DataFrame,
     benchmark: Benchmark,
-    requests: int,
+    traffic: SimulatedTraffic,
     *,
-    seed: int = 0,
-    depth: int = 10,
-    baseline_ms: float = 20.0,
-    candidate_ms: float | None = None,
-    faults: Faults = Faults(),
-    start: dt.datetime = dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     baseline_config: str | None = None,
     candidate_config: str | None = None,
 ) -> list[ShadowRecord]:
-    """``requests`` simulated requests replaying the two arms' rankings (see the module's docstring)."""
+    """``traffic.requests`` simulated requests replaying the two arms' rankings (see the module's docstring)."""
+    requests, seed, depth, faults = traffic.requests, traffic.seed, traffic.depth, traffic.faults
     if requests < 1:
         raise InputError(Problem(file="--requests", message=f"must be at least 1 (got {requests})"))
     base, cand = _ranked(baseline, "baseline rankings", depth), _ranked(candidate, "candidate rankings", depth)
@@ -85,8 +95,10 @@ def simulate_shadow(
     rng = np.random.default_rng(seed)
     picked = rng.choice(len(shared), size=requests, replace=True)
     load = rng.lognormal(0.0, 0.25, requests)  # shared per request: both arms ran on the same host at once
-    base_ms = baseline_ms * load * rng.lognormal(0.0, 0.1, requests)
-    cand_ms = (candidate_ms or baseline_ms) * faults.latency_factor * load * rng.lognormal(0.0, 0.1, requests)
+    base_ms = traffic.baseline_ms * load * rng.lognormal(0.0, 0.1, requests)
+    cand_ms = (
+        (traffic.candidate_ms or traffic.baseline_ms) * faults.latency_factor * load * rng.lognormal(0.0, 0.1, requests)
+    )
     drifted = rng.random(requests) < faults.rbo_drop
     cand_fail, base_fail = rng.random(requests) < faults.candidate_errors, rng.random(requests) < faults.baseline_errors
     leaking = _leak_plan(shared, picked, benchmark, faults.leaks, rng)
@@ -101,7 +113,7 @@ def simulate_shadow(
         records.append(
             ShadowRecord(
                 request_id=f"sim-{seed}-{i:06d}",
-                time=start + dt.timedelta(seconds=i),
+                time=traffic.start + dt.timedelta(seconds=i),
                 query_sha256=sha256_text(case.query),
                 principal=list(case.principal) if case.principal is not None else None,
                 case_id=case.queryId,

@@ -64,6 +64,29 @@ def evaluation_runs(tracker: Tracker, benchmark: Benchmark, split: str) -> list[
     ]
 
 
+@dataclass(frozen=True)
+class _Calibration:
+    """A judge measured against the human labels: everything its calibration run is made of."""
+
+    judge: Judge
+    identity: dict[str, str]  # the backend's identity tags (none for a backend passed in)
+    bench: Benchmark
+    split: str
+    result: Prelabels
+    human: dict[str, int]
+    agreement: Agreement
+    correlation: RankCorrelation
+    infos: list[RunInfo]  # the evaluation runs re-scored for Kendall's tau
+
+    @property
+    def kappa(self) -> float:
+        return float(self.agreement.per_slice.loc["all", "weighted_kappa"])
+
+    @property
+    def reasons(self) -> list[str]:
+        return _calibration_reasons(self.agreement, self.correlation, len(self.infos), self.judge.config.calibration)
+
+
 def execute_calibrate(
     judge_file: str | Path,
     *,
@@ -90,7 +113,6 @@ def execute_calibrate(
     judged = {r.item.itemId: int(r.grade) for r in result.results if r.grade is not None}
     slices = {item.itemId: item.slice for item in manifest.items}
     agreement = agreement_with_humans(human, judged, slices, list(judge.config.rubric), rule.weights)
-
     infos = [sealed_and_intact(tracker, r) for r in runs] if runs else evaluation_runs(tracker, bench, chosen_split)
     cases = [case.queryId for case in bench.cases_for(chosen_split)]
     correlation = system_ranking_correlation(
@@ -99,74 +121,83 @@ def execute_calibrate(
         unit_qrels(manifest, judged, cases),
         rule.measure,
     )
-    kappa = float(agreement.per_slice.loc["all", "weighted_kappa"])
-    reasons = _calibration_reasons(agreement, correlation, len(infos), rule)
+    calibration = _Calibration(judge, identity, bench, chosen_split, result, human, agreement, correlation, infos)
+    return _record_calibration(calibration, tracker, experiment)
+
+
+def _record_calibration(c: _Calibration, tracker: Tracker, experiment: str | None) -> CalibrationOutcome:
+    """The sealed ``judge-calibration`` run: its verdict, the agreement tables and every item."""
+    judge, bench, rule, reasons = c.judge, c.bench, c.judge.config.calibration, c.reasons
     passed = not reasons
-    summary = result.summary()
     record = {
         "judge": judge.record(),
-        "benchmark": {"name": bench.spec.name, "version": bench.spec.version, "split": chosen_split},
+        "benchmark": {"name": bench.spec.name, "version": bench.spec.version, "split": c.split},
         "threshold": rule.model_dump(),
         "passed": passed,
         "reasons": reasons,
-        "weighted_kappa": kappa,
-        "kendall_tau": correlation.tau,
-        "kendall_p": correlation.p_value,
-        "runs": [info.run_id for info in infos],
-        "prelabel": summary,
+        "weighted_kappa": c.kappa,
+        "kendall_tau": c.correlation.tau,
+        "kendall_p": c.correlation.p_value,
+        "runs": [info.run_id for info in c.infos],
+        "prelabel": c.result.summary(),
     }
     verdict = "passed" if passed else "failed"
     run_id = tracker.create_run(
         experiment or f"judge-{judge.config.name}",
-        f"calibrate {judge.config.name} on {bench.spec.name} {bench.spec.version}@{chosen_split} → {verdict}",
+        f"calibrate {judge.config.name} on {bench.spec.name} {bench.spec.version}@{c.split} → {verdict}",
         params={
             "judge": judge.config.name,
             "model": judge.config.model,
             "revision": judge.config.revision,
             "benchmark": bench.spec.name,
-            "split": chosen_split,
+            "split": c.split,
             "min_weighted_kappa": rule.min_weighted_kappa,
             "weights": rule.weights,
             "measure": rule.measure,
         },
         tags={
-            **judge_tags(judge, identity),
+            **judge_tags(judge, c.identity),
             KIND_TAG: CALIBRATION_KIND,
             PASSED_TAG: str(passed).lower(),
             "rageval.benchmark.name": bench.spec.name,
             "rageval.benchmark.version": bench.spec.version,
             "rageval.hash.cases": bench.hashes["cases"],
-            "rageval.split": chosen_split,
-            NOTE_TAG: f"Judge calibration of `{judge.config.name}` ({judge.assessor}): weighted kappa {kappa:.3f}, "
-            f"Kendall's tau {correlation.tau:.3f} over {len(infos)} runs: **{verdict}**"
+            "rageval.split": c.split,
+            NOTE_TAG: f"Judge calibration of `{judge.config.name}` ({judge.assessor}): weighted kappa {c.kappa:.3f}, "
+            f"Kendall's tau {c.correlation.tau:.3f} over {len(c.infos)} runs: **{verdict}**"
             + (f" ({'; '.join(reasons)})" if reasons else ""),
         },
         files={
             "calibration.json": json.dumps(record, indent=2, default=json_plain).encode(),
             "judge.yaml": judge.file.read_bytes(),
             "prompt.txt": judge.template.encode(),
-            "agreement.csv": csv_bytes(agreement.per_slice.reset_index()),
-            "confusion.csv": csv_bytes(agreement.confusion),
-            "system_rankings.csv": csv_bytes(correlation.scores),
-            "items.csv": csv_bytes(_items_with_human(result, human)),
+            "agreement.csv": csv_bytes(c.agreement.per_slice.reset_index()),
+            "confusion.csv": csv_bytes(c.agreement.confusion),
+            "system_rankings.csv": csv_bytes(c.correlation.scores),
+            "items.csv": csv_bytes(_items_with_human(c.result, c.human)),
         },
     )
     try:
-        metrics = {
-            "passed": float(passed),
-            "weighted_kappa": kappa,
-            "kendall_tau": correlation.tau,
-            "kendall_p": correlation.p_value,
-            "runs": float(len(infos)),
-            **{f"prelabel/{k}": v for k, v in summary.items()},
-            **_slice_kappas(agreement),
-        }
-        tracker.log_metrics(run_id, {k: v for k, v in metrics.items() if np.isfinite(v)})
+        tracker.log_metrics(run_id, _calibration_metrics(c))
         tracker.seal(run_id)
     except Exception as exc:
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
-    return CalibrationOutcome(run_id, passed, reasons, agreement, correlation, result)
+    return CalibrationOutcome(run_id, passed, reasons, c.agreement, c.correlation, c.result)
+
+
+def _calibration_metrics(c: _Calibration) -> dict[str, float]:
+    """The run's metrics, those that are finite (a nan kappa or tau is in calibration.json)."""
+    metrics = {
+        "passed": float(not c.reasons),
+        "weighted_kappa": c.kappa,
+        "kendall_tau": c.correlation.tau,
+        "kendall_p": c.correlation.p_value,
+        "runs": float(len(c.infos)),
+        **{f"prelabel/{k}": v for k, v in c.result.summary().items()},
+        **_slice_kappas(c.agreement),
+    }
+    return {k: v for k, v in metrics.items() if np.isfinite(v)}
 
 
 def _calibration_reasons(

@@ -1,6 +1,8 @@
 """``rageval sweep --cluster``: a sweep's members as tasks on Dask distributed workers.
 
-The driver (this process) validates the sweep, creates the experiment and the parent run once,
+:class:`DaskExecutor` is the :class:`~rageval.workflows.executors.SweepExecutor` the sweep's one
+driver (:func:`~rageval.workflows.sweep.run_sweep`) runs them on. The driver (this process)
+validates the sweep, creates the experiment and the parent run once,
 and submits one task per member; each task runs on a worker process, opens its own
 :class:`~rageval.tracking.store.Tracker` on the driver's tracking URI, points the content-addressed
 cache at the driver's cache folder, and runs the very :meth:`~rageval.workflows.members.MemberJob.run`
@@ -22,26 +24,20 @@ allowed-failures 1, so Dask itself stops after one retry.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from rageval.config.sweep import Sweep
 from rageval.errors import ConfigError, Problem
 from rageval.paths import default_cache_dir
 from rageval.progress import Event, Reporter
 from rageval.tracking.store import Tracker
-from rageval.workflows.members import MEMBER_TAG, MemberJob, MemberResult, progress_kind, stop_kernels
-from rageval.workflows.sweep import (
-    Progress,
-    SweepOutcome,
-    check_sweep,
-    split_progress,
-    start_sweep,
-)
+from rageval.workflows.executors import Interrupted
+from rageval.workflows.members import MEMBER_TAG, MemberJob, MemberResult, Progress, progress_kind, stop_kernels
 
 MAX_ATTEMPTS = 2  # a member is tried again once after its worker died
 ATTEMPT_TAG = "rageval.sweep.attempt"
@@ -169,132 +165,122 @@ def _connect(cluster: str, workers: int, stack: ExitStack) -> Any:
         ) from None
 
 
-def run_cluster_sweep(
-    path: str | Path,
-    *,
-    cluster: str,
-    workers: int | None = None,
-    release: bool = False,
-    tracker: Tracker,
-    experiment: str | None = None,
-    notebook: str | Path | None = None,
-    notebook_parameters: dict[str, Any] | None = None,
-    timeout: int | None = None,
-    progress: TextIO | Reporter | None = None,
-    on_parent: Callable[[str], None] | None = None,
-    cache_dir: str | Path | None = None,
-) -> SweepOutcome:
-    """:func:`~rageval.workflows.sweep.run_sweep` with each member a task on the Dask cluster at
-    ``cluster`` (``tcp://HOST:PORT``, or ``local`` for a LocalCluster of ``workers`` processes).
+class DaskExecutor:
+    """The members as tasks on the Dask cluster at ``cluster`` (``tcp://HOST:PORT``, or ``local``
+    for a LocalCluster of ``workers`` processes on 127.0.0.1): a
+    :class:`~rageval.workflows.executors.SweepExecutor` for :func:`~rageval.workflows.sweep.run_sweep`.
     The workers need this checkout (params, benchmark, notebook) and ``cache_dir`` (default: this
     process's cache folder) at the same paths, and must reach the tracking store."""
-    from distributed import as_completed
 
-    sweep, nb, bench = check_sweep(path, release=release, notebook=notebook, notebook_parameters=notebook_parameters)
-    if cluster != LOCAL and workers is not None:
-        raise ConfigError(
-            Problem(
-                file="--workers",
-                message=f"a running cluster's workers decide how many members run at once (--cluster {cluster})",
-                fix="leave --workers out, or use --cluster local --workers N",
+    def __init__(self, cluster: str, cache_dir: str | Path | None = None) -> None:
+        self.cluster = cluster
+        self.cache = str(Path(cache_dir).resolve() if cache_dir else default_cache_dir().resolve())
+        self.stack = ExitStack()
+        self.client: Any = None
+        self.topic = ""
+        self.futures: dict[Any, MemberJob] = {}
+        self.starts: dict[str, int] = {}  # start events seen per member: more than one is a retry
+        self.ended: set[str] = set()
+        self.lock = threading.Lock()
+
+    def open(self, sweep: Sweep, notebook: Path, workers: int | None) -> tuple[int, dict[str, Any]]:
+        if self.cluster != LOCAL and workers is not None:
+            raise ConfigError(
+                Problem(
+                    file="--workers",
+                    message=f"a running cluster's workers decide how many members run at once (--cluster {self.cluster})",
+                    fix="leave --workers out, or use --cluster local --workers N",
+                )
             )
-        )
-    workers = workers or sweep.spec.workers
-    if workers < 1:
-        raise ConfigError(Problem(file="--workers", message=f"workers must be at least 1 (got {workers})"))
-    cache = str(Path(cache_dir).resolve() if cache_dir else default_cache_dir().resolve())
-    reporter, stream = split_progress(progress)
-    interrupted = False
-    with ExitStack() as stack:
-        client = _connect(cluster, workers, stack)
-        slots = sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or workers
-        run = start_sweep(
-            sweep,
-            nb,
-            bench,
-            workers=slots,
-            release=release,
-            tracker=tracker,
-            experiment=experiment,
-            notebook_parameters=notebook_parameters,
-            timeout=timeout,
-            params={"sweep.cluster": cluster if cluster == LOCAL else client.scheduler.address},
-            on_parent=on_parent,
-        )
-        bar = Progress(len(run.jobs), slots, stream, reporter)
-        topic = f"rageval-sweep-{run.parent}-{uuid.uuid4().hex[:8]}"
-        starts: dict[str, int] = {}
-        ended: set[str] = set()
-        lock = threading.Lock()
+        workers = workers or sweep.spec.workers
+        if workers < 1:
+            raise ConfigError(Problem(file="--workers", message=f"workers must be at least 1 (got {workers})"))
+        self.client = _connect(self.cluster, workers, self.stack)
+        slots = sum(w.get("nthreads", 1) for w in self.client.scheduler_info()["workers"].values()) or workers
+        return slots, {"sweep.cluster": self.cluster if self.cluster == LOCAL else self.client.scheduler.address}
 
-        def started(name: str) -> None:
-            """A member's start, reported once; a later start is its retry."""
-            with lock:
-                if name in ended:
-                    return
-                starts[name] = starts.get(name, 0) + 1
-                first = starts[name] == 1
-            bar.event("start" if first else "retry", name)
+    def map(self, jobs: Sequence[MemberJob], tracker: Tracker, bar: Progress) -> Iterator[MemberResult]:
+        from distributed import as_completed
 
-        def on_event(event: tuple[float, Any]) -> None:
-            message = event[1]
-            if not isinstance(message, dict) or "member" not in message:
-                return
-            if message.get("status") == "start":
-                started(str(message["member"]))
-            elif reporter is not None and isinstance(message.get("event"), dict) and message["member"] not in ended:
-                reporter.member(str(message["member"])).emit(message["event"])
-
-        client.subscribe_topic(topic, on_event)
-        futures = {
-            client.submit(
+        self.topic = f"rageval-sweep-{jobs[0].parent}-{uuid.uuid4().hex[:8]}"
+        self.client.subscribe_topic(self.topic, lambda event: self._on_event(event, bar))
+        self.futures = {
+            self.client.submit(
                 member_task,
                 job,
                 tracker.uri,
-                cache,
-                topic,
-                reporter is not None,
-                key=f"rageval-member-{i}-{run.parent[:8]}",
+                self.cache,
+                self.topic,
+                bar.reporter is not None,
+                key=f"rageval-member-{i}-{job.parent[:8]}",
                 pure=False,
             ): job
-            for i, job in enumerate(run.jobs)
+            for i, job in enumerate(jobs)
         }
-        previous = _on_sigterm()
+        for future in as_completed(list(self.futures)):
+            job = self.futures[future]
+            result = _result_of(future, job)
+            if result.status != "not started":
+                if job.name not in self.starts:  # ended before its start event arrived
+                    self._started(job.name, bar)
+                with self.lock:
+                    self.ended.add(job.name)
+                bar.event(progress_kind(result), job.name)
+            yield result
+
+    def _started(self, name: str, bar: Progress) -> None:
+        """A member's start, reported once; a later start is its retry."""
+        with self.lock:
+            if name in self.ended:
+                return
+            self.starts[name] = self.starts.get(name, 0) + 1
+            first = self.starts[name] == 1
+        bar.event("start" if first else "retry", name)
+
+    def _on_event(self, event: tuple[float, Any], bar: Progress) -> None:
+        message = event[1]
+        if not isinstance(message, dict) or "member" not in message:
+            return
+        if message.get("status") == "start":
+            self._started(str(message["member"]), bar)
+        elif (
+            bar.reporter is not None and isinstance(message.get("event"), dict) and message["member"] not in self.ended
+        ):
+            bar.reporter.member(str(message["member"])).emit(message["event"])
+
+    def cancel(self) -> None:
+        from distributed import Event as DaskEvent
+
+        DaskEvent(f"{self.topic}-cancel", client=self.client).set()
+
+    def stop(self) -> list[MemberResult]:
+        """Tell every task to stop (running members end KILLED, the rest never start) and wait for
+        them; a second Ctrl-C does not cut this short."""
+        from distributed import wait
+
+        self.cancel()
+        while True:
+            try:
+                wait(list(self.futures), timeout=None)
+                break
+            except (KeyboardInterrupt, Interrupted):
+                continue
+            except Exception:  # noqa: BLE001 - dask's TimeoutError or a lost scheduler: results decide below
+                break
+        return [
+            _result_of(future, job) if future.done() else MemberResult(job.name, job.overrides)
+            for future, job in self.futures.items()
+        ]
+
+    def settle(self, tracker: Tracker, parent: str, results: dict[str, MemberResult]) -> None:
+        _settle_attempts(tracker, parent, results, self.starts)
+
+    def close(self) -> None:
         try:
-            for future in as_completed(list(futures)):
-                job = futures[future]
-                result = _result_of(future, job)
-                if result.status != "not started":
-                    if job.name not in starts:  # ended before its start event arrived
-                        started(job.name)
-                    with lock:
-                        ended.add(job.name)
-                    bar.event(progress_kind(result), job.name)
-                run.results[job.name] = result
-        except (KeyboardInterrupt, _Interrupted):
-            interrupted = True
-            _interrupt(client, topic, futures, run.results)
+            if self.client is not None and self.topic:
+                self.client.unsubscribe_topic(self.topic)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-            client.unsubscribe_topic(topic)
-            bar.close()
-        _settle_attempts(tracker, run.parent, run.results, starts)
-    return run.finish(tracker, interrupted)
-
-
-class _Interrupted(BaseException):
-    """SIGTERM in the driver, raised like Ctrl-C's KeyboardInterrupt."""
-
-
-def _on_sigterm() -> Any:
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise _Interrupted()
-
-    return signal.signal(signal.SIGTERM, on_term)
+            self.stack.close()
 
 
 def _result_of(future: Any, job: MemberJob) -> MemberResult:
@@ -304,25 +290,6 @@ def _result_of(future: Any, job: MemberJob) -> MemberResult:
         return result
     except Exception as exc:  # noqa: BLE001 - recorded in the summary
         return MemberResult(job.name, job.overrides, "FAILED", error=f"{type(exc).__name__}: {exc}")
-
-
-def _interrupt(client: Any, topic: str, futures: dict[Any, MemberJob], results: dict[str, MemberResult]) -> None:
-    """Tell every task to stop (running members end KILLED, the rest never start) and wait for them;
-    a second Ctrl-C does not cut this short."""
-    from distributed import Event as DaskEvent
-    from distributed import wait
-
-    DaskEvent(f"{topic}-cancel", client=client).set()
-    while True:
-        try:
-            wait(list(futures), timeout=None)
-            break
-        except (KeyboardInterrupt, _Interrupted):
-            continue
-        except Exception:  # noqa: BLE001 - dask's TimeoutError or a lost scheduler: results decide below
-            break
-    for future, job in futures.items():
-        results[job.name] = _result_of(future, job) if future.done() else MemberResult(job.name, job.overrides)
 
 
 def _settle_attempts(tracker: Tracker, parent: str, results: dict[str, MemberResult], starts: dict[str, int]) -> None:

@@ -15,7 +15,7 @@ from rageval.errors import ComparisonError
 from rageval.paths import project_root
 from rageval.progress import Reporter
 from rageval.release.simulate_online import Simulation
-from rageval.release.simulate_shadow import simulate_shadow, write_log
+from rageval.release.simulate_shadow import SimulatedTraffic, simulate_shadow, write_log
 from rageval.tracking.store import Tracker
 from rageval.workflows.compare import ComparisonOutcome, execute_comparison
 from rageval.workflows.gate import GateOutcome, execute_gate
@@ -29,7 +29,7 @@ from rageval.workflows.release.registry import (
     execute_rollback,
 )
 from rageval.workflows.release.review import ReviewOutcome, record_review, start_review
-from rageval.workflows.release.shadow import ShadowOutcome, execute_shadow
+from rageval.workflows.release.shadow import ShadowOutcome, ShadowRequest, execute_shadow
 from rageval.workflows.run import RunOutcome, RunRequest, execute_run
 from rageval.workflows.sweep import run_sweep
 
@@ -126,19 +126,21 @@ def _release_path(outcome: DemoOutcome, release_policy_file: str | Path | None, 
             tracker.rankings(base),
             tracker.rankings(cand),
             load_benchmark(benchmark),
-            SHADOW_REQUESTS,
+            SimulatedTraffic(SHADOW_REQUESTS),
             baseline_config=base,
             candidate_config=cand,
         )
         shadow_log = write_log(records, folder / "shadow.jsonl")
         shadow = execute_shadow(
-            shadow_log,
-            root / "shadow" / "policy.yaml",
-            benchmark,
+            ShadowRequest(
+                shadow_log,
+                root / "shadow" / "policy.yaml",
+                benchmark,
+                rules_file=root / "shadow" / "demo-rules.yaml",
+                baseline_run=base,
+                candidate_run=cand,
+            ),
             tracker=tracker,
-            rules_file=root / "shadow" / "demo-rules.yaml",
-            baseline_run=base,
-            candidate_run=cand,
         )
         online_log, _ = simulate_log(base, cand, folder / "online.jsonl", Simulation(), tracker=tracker)
         online = execute_online(

@@ -25,8 +25,8 @@ from rageval.analysis import (
     wide_scores,
 )
 from rageval.analysis.comparison import refuse_failed_queries
-from rageval.analysis.gate import GatePolicy, LatencyEvidence, LatencyRule
-from rageval.analysis.records import RunArtifacts
+from rageval.analysis.gate import GateEvidence, GatePolicy, LatencyEvidence, LatencyRule
+from rageval.analysis.records import RunArtifacts, RunInfo
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import config_from_yaml
@@ -50,6 +50,31 @@ class GateOutcome:
     decision: Decision
 
 
+@dataclass(frozen=True)
+class _Gate:
+    """What a gate decided, and from what: everything its record is made of."""
+
+    policy: GatePolicy
+    policy_file: Path
+    policy_bytes: bytes
+    infos: dict[str, RunInfo]  # baseline, candidate
+    base: RunArtifacts
+    cand: RunArtifacts
+    decision: Decision
+    count: int  # release evaluations of the candidate's family
+    recorded: dict[str, Any]  # each run's recorded latency p95
+    timings: PairedTimings | None
+    evidence: LatencyEvidence | None
+
+    @property
+    def baseline(self) -> str:
+        return self.infos["baseline"].run_id
+
+    @property
+    def candidate(self) -> str:
+        return self.infos["candidate"].run_id
+
+
 def execute_gate(
     baseline: str,
     candidate: str,
@@ -60,8 +85,49 @@ def execute_gate(
 ) -> GateOutcome:
     """Decide whether ``candidate`` may replace ``baseline`` under a policy; record the decision
     as a sealed run. Only sealed, intact, comparable runs on the release split are accepted."""
+    gate = _decide(tracker, baseline, candidate, Path(policy_file))
+    name = experiment or RELEASE_EXPERIMENT  # the release path together; the tags name both runs
+    decision, infos = gate.decision, gate.infos
+    run_id = tracker.create_run(
+        name,
+        f"gate {gate.policy.name}: {infos['candidate'].name} vs {infos['baseline'].name} → {decision.verdict}",
+        params={
+            "policy": gate.policy.name,
+            "baseline": baseline,
+            "candidate": candidate,
+            # the policy whole is policy.yaml (sealed): a param per key was 44 runs-table columns
+            "policy_sha256": sha256_bytes(gate.policy_bytes),
+        },
+        tags=_gate_tags(gate),
+        files={
+            "decision.json": json.dumps(_decision_record(gate), indent=2, default=_plain).encode(),
+            "rules.csv": csv_bytes(decision.table()),
+            "largest_losses.csv": csv_bytes(decision.largest_losses),
+            "policy.yaml": gate.policy_bytes,
+            "baseline_config.yaml": gate.base.config_yaml.encode(),
+            "candidate_config.yaml": gate.cand.config_yaml.encode(),
+        },
+    )
+    try:
+        if gate.timings is not None and gate.evidence is not None:
+            tracker.log_tables(
+                run_id,
+                {
+                    "latency_timings": gate.timings.calls,
+                    "latency_per_query": gate.evidence.per_query.rename_axis("query_id").reset_index(),
+                },
+            )
+        tracker.log_metrics(run_id, _gate_metrics(gate))
+        digest = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return GateOutcome(run_id, name, digest, decision)
 
-    policy_file = Path(policy_file)
+
+def _decide(tracker: Tracker, baseline: str, candidate: str, policy_file: Path) -> _Gate:
+    """Check both runs and the policy against them, time the pipelines when a latency rule asks,
+    and decide."""
     policy = load_policy(policy_file)
     # Intact first: a run's tags (its split among them) are read only once its seal vouches for them.
     infos = {
@@ -94,8 +160,7 @@ def execute_gate(
     count = tracker.count_release_evaluations(
         tags.get("rageval.benchmark.name", ""), tags.get("rageval.benchmark.version", ""), family
     )
-    decision = decide(
-        policy,
+    weighed = GateEvidence(
         before,
         after,
         slices,
@@ -107,27 +172,38 @@ def execute_gate(
         latency=evidence,
         recorded_latency=recorded,
     )
+    decision = decide(policy, weighed)
+    return _Gate(
+        policy, policy_file, policy_file.read_bytes(), infos, base, cand, decision, count, recorded, timings, evidence
+    )
 
-    name = experiment or RELEASE_EXPERIMENT  # the release path together; the tags name both runs
-    policy_bytes = policy_file.read_bytes()
-    rollback = {
-        "run_id": baseline,
-        "run_name": infos["baseline"].name,
-        "config_name": infos["baseline"].tags.get("rageval.config.name", ""),
+
+def _rollback(gate: _Gate) -> dict[str, str]:
+    """The baseline, to keep or restore: its run and its configuration (baseline_config.yaml)."""
+    return {
+        "run_id": gate.baseline,
+        "run_name": gate.infos["baseline"].name,
+        "config_name": gate.infos["baseline"].tags.get("rageval.config.name", ""),
         "config": "baseline_config.yaml",
     }
-    record = {
+
+
+def _decision_record(gate: _Gate) -> dict[str, Any]:
+    """decision.json: the verdict, the policy, both runs, every rule, the latency evidence."""
+    decision, evidence, timings, tags = gate.decision, gate.evidence, gate.timings, gate.cand.info.tags
+    rollback = _rollback(gate)
+    return {
         "verdict": decision.verdict,
-        "policy": {"name": policy.name, "file": str(policy_file), "sha256": sha256_bytes(policy_bytes)},
+        "policy": {"name": gate.policy.name, "file": str(gate.policy_file), "sha256": sha256_bytes(gate.policy_bytes)},
         "baseline": rollback,
         "candidate": {
-            "run_id": candidate,
-            "run_name": infos["candidate"].name,
+            "run_id": gate.candidate,
+            "run_name": gate.infos["candidate"].name,
             "config_name": tags.get("rageval.config.label") or tags.get("rageval.config.name", ""),
         },
         "rules": [r.__dict__ for r in decision.rules],
         "largest_losses": decision.largest_losses.to_dict(orient="records"),
-        "release_evaluations": count,
+        "release_evaluations": gate.count,
         "latency": None
         if evidence is None
         else {
@@ -139,85 +215,59 @@ def execute_gate(
             "build_and_warmup_s": timings.build_s if timings else {},
             "tables": ["tables/latency_timings.json", "tables/latency_per_query.json"] if timings else [],
         },
-        "recorded_latency_p95_ms": recorded,
+        "recorded_latency_p95_ms": gate.recorded,
         "warnings": decision.warnings,
-        "rollback": f"keep or restore the baseline: run {baseline} ({rollback['config_name']}), configuration in baseline_config.yaml",
+        "rollback": f"keep or restore the baseline: run {gate.baseline} ({rollback['config_name']}), configuration in baseline_config.yaml",
     }
-    run_id = tracker.create_run(
-        name,
-        f"gate {policy.name}: {infos['candidate'].name} vs {infos['baseline'].name} → {decision.verdict}",
-        params={
-            "policy": policy.name,
-            "baseline": baseline,
-            "candidate": candidate,
-            # the policy whole is policy.yaml (sealed): a param per key was 44 runs-table columns
-            "policy_sha256": sha256_bytes(policy_bytes),
+
+
+def _gate_tags(gate: _Gate) -> dict[str, str]:
+    baseline, candidate, decision, tags = gate.baseline, gate.candidate, gate.decision, gate.cand.info.tags
+    return {
+        **git_state(project_root()),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.kind": "gate",
+        "rageval.gate.verdict": decision.verdict,
+        "rageval.gate.policy": gate.policy.name,
+        "rageval.gate.baseline": baseline,
+        "rageval.gate.baseline.config": _rollback(gate)["config_name"],
+        "rageval.gate.candidate": candidate,
+        "rageval.baseline": baseline,
+        f"rageval.role.{baseline}": "baseline",
+        f"rageval.role.{candidate}": "candidate",
+        NOTE_TAG: gate_note(
+            gate.infos["candidate"].name, gate.infos["baseline"].name, decision.verdict, decision.table()
+        ),
+        **(
+            {"rageval.sweep.parent": sweep_parent, "mlflow.parentRunId": sweep_parent}
+            if (sweep_parent := tags.get("rageval.sweep.parent"))
+            else {}
+        ),
+        "rageval.gate.candidate.config": tags.get("rageval.config.label") or tags.get("rageval.config.name", ""),
+        "rageval.benchmark.name": tags.get("rageval.benchmark.name", ""),
+        "rageval.benchmark.version": tags.get("rageval.benchmark.version", ""),
+        **({"rageval.warning.release": "\n".join(decision.warnings)[:4000]} if decision.warnings else {}),
+    }
+
+
+def _gate_metrics(gate: _Gate) -> dict[str, float]:
+    decision, evidence = gate.decision, gate.evidence
+    return {
+        "passed": float(decision.passed),
+        "rules_failed": sum(r.verdict == "fail" for r in decision.rules),
+        "rules_warned": sum(r.verdict == "warn" for r in decision.rules),
+        "release_evaluations": gate.count,
+        **{
+            f"latency/{arm}/p95_{evidence.clock}_ms": float(evidence.per_query[arm].quantile(0.95))
+            for arm in ("baseline", "candidate")
+            if evidence is not None and len(evidence.per_query)
         },
-        tags={
-            **git_state(project_root()),
-            "rageval.version": RAGEVAL_VERSION,
-            "rageval.kind": "gate",
-            "rageval.gate.verdict": decision.verdict,
-            "rageval.gate.policy": policy.name,
-            "rageval.gate.baseline": baseline,
-            "rageval.gate.baseline.config": rollback["config_name"],
-            "rageval.gate.candidate": candidate,
-            "rageval.baseline": baseline,
-            f"rageval.role.{baseline}": "baseline",
-            f"rageval.role.{candidate}": "candidate",
-            NOTE_TAG: gate_note(infos["candidate"].name, infos["baseline"].name, decision.verdict, decision.table()),
-            **(
-                {"rageval.sweep.parent": sweep_parent, "mlflow.parentRunId": sweep_parent}
-                if (sweep_parent := tags.get("rageval.sweep.parent"))
-                else {}
-            ),
-            "rageval.gate.candidate.config": tags.get("rageval.config.label") or tags.get("rageval.config.name", ""),
-            "rageval.benchmark.name": tags.get("rageval.benchmark.name", ""),
-            "rageval.benchmark.version": tags.get("rageval.benchmark.version", ""),
-            **({"rageval.warning.release": "\n".join(decision.warnings)[:4000]} if decision.warnings else {}),
+        **{
+            f"latency/p95_{evidence.clock}_ratio": r.value
+            for r in decision.rules
+            if evidence is not None and r.rule == "latency p95 ratio" and r.value is not None
         },
-        files={
-            "decision.json": json.dumps(record, indent=2, default=_plain).encode(),
-            "rules.csv": csv_bytes(decision.table()),
-            "largest_losses.csv": csv_bytes(decision.largest_losses),
-            "policy.yaml": policy_bytes,
-            "baseline_config.yaml": base.config_yaml.encode(),
-            "candidate_config.yaml": cand.config_yaml.encode(),
-        },
-    )
-    try:
-        if timings is not None and evidence is not None:
-            tracker.log_tables(
-                run_id,
-                {
-                    "latency_timings": timings.calls,
-                    "latency_per_query": evidence.per_query.rename_axis("query_id").reset_index(),
-                },
-            )
-        tracker.log_metrics(
-            run_id,
-            {
-                "passed": float(decision.passed),
-                "rules_failed": sum(r.verdict == "fail" for r in decision.rules),
-                "rules_warned": sum(r.verdict == "warn" for r in decision.rules),
-                "release_evaluations": count,
-                **{
-                    f"latency/{arm}/p95_{evidence.clock}_ms": float(evidence.per_query[arm].quantile(0.95))
-                    for arm in ("baseline", "candidate")
-                    if evidence is not None and len(evidence.per_query)
-                },
-                **{
-                    f"latency/p95_{evidence.clock}_ratio": r.value
-                    for r in decision.rules
-                    if evidence is not None and r.rule == "latency p95 ratio" and r.value is not None
-                },
-            },
-        )
-        digest = tracker.seal(run_id)
-    except Exception as exc:
-        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
-        raise
-    return GateOutcome(run_id, name, digest, decision)
+    }
 
 
 def stage_signature(config: RunConfig) -> list[tuple[str, str | None]]:

@@ -1,14 +1,16 @@
 """One sweep member's run, as the thread path (:mod:`rageval.workflows.sweep`) and the Dask path
 (:mod:`rageval.workflows.cluster`) both run it: :class:`MemberJob` (plain values, picklable to a
-worker process) and its :class:`MemberResult`; stopping the kernels members started."""
+worker process) and its :class:`MemberResult`; stopping the kernels members started; the sweep's
+:class:`Progress` line."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from rageval.errors import NotebookExecutionError
 from rageval.execution.forkserver import FORK_SERVER
@@ -152,3 +154,52 @@ def close_thread_loop() -> None:
     if not loop.is_running() and not loop.is_closed():
         loop.close()
     asyncio.set_event_loop(None)
+
+
+class Progress:
+    """configs done, failed, running, ETA: one rewritten line on a terminal, plain lines otherwise;
+    or, given a ``reporter``, an event ``{"kind": "sweep", "member", "status", "line"}`` to it."""
+
+    def __init__(
+        self, total: int, workers: int, stream: TextIO | None = None, reporter: Reporter | None = None
+    ) -> None:
+        self.total, self.workers = total, workers
+        self.stream = stream or sys.stderr
+        self.reporter = reporter
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.started = time.perf_counter()
+        self.done = self.failed = self.running = 0
+        self.lock = threading.Lock()
+
+    def line(self) -> str:
+        finished = self.done + self.failed
+        elapsed = time.perf_counter() - self.started
+        eta = "?"
+        if finished:
+            per_wave = elapsed / finished * min(self.workers, self.total)
+            eta = f"{per_wave * (self.total - finished) / min(self.workers, self.total):.0f}s"
+        return f"sweep: {finished}/{self.total} configs, {self.done} sealed, {self.failed} failed, {self.running} running, {elapsed:.0f}s elapsed, ETA {eta}"
+
+    def event(self, kind: Literal["start", "retry", "sealed", "failed", "killed"], name: str) -> None:
+        """``retry``: a member started again after its worker died (Dask); it was counted running already."""
+        with self.lock:
+            if kind == "start":
+                self.running += 1
+            elif kind != "retry":
+                self.running -= 1
+                self.done += kind == "sealed"
+                self.failed += kind in ("failed", "killed")
+            if self.reporter is not None:
+                status = "start" if kind == "retry" else kind  # a view shows a retried member running again
+                self.reporter.emit({"kind": "sweep", "member": name, "status": status, "line": self.line()})
+                return
+            if self.tty:
+                self.stream.write("\r\033[K" + self.line())
+            elif kind != "start":
+                self.stream.write(f"{name}: {kind} | {self.line()}\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty and self.reporter is None:
+            self.stream.write("\n")
+            self.stream.flush()

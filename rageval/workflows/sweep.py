@@ -1,99 +1,45 @@
 """``rageval sweep``: the members of a sweep file run under one parent run.
 
 The sweep is a parent MLflow run; each member is a sealed child run (``mlflow.parentRunId``) made
-by :func:`rageval.workflows.run.execute_run`, ``workers`` at a time in threads (each notebook runs
-in its own kernel process). A failing member ends FAILED and the others go on. On Ctrl-C or SIGTERM
-the members not started are never created, running ones have their kernels stopped and end KILLED,
-finished ones stay sealed; the parent records a summary and ends KILLED (FAILED when a member
-failed, sealed when every member is). The pieces are shared with ``--cluster``
-(:mod:`rageval.workflows.cluster`): :func:`check_sweep` and :func:`start_sweep` before the members,
-:meth:`MemberJob.run` for each (in a thread here, in a Dask worker there), :meth:`Started.finish` after.
+by :func:`rageval.workflows.run.execute_run`, ``workers`` at a time on a
+:class:`~rageval.workflows.executors.SweepExecutor`: threads of this process by default (each
+notebook in its own kernel process), Dask worker processes with ``--cluster``
+(:mod:`rageval.workflows.cluster`). This module is the one driver for both: :func:`check_sweep`
+and :func:`start_sweep` before the members, the store watch and Ctrl-C / SIGTERM while they run,
+:meth:`Started.finish` (the summary and the parent's end) after. A failing member ends FAILED and
+the others go on. On Ctrl-C or SIGTERM the members not started are never created, running ones
+have their kernels stopped and end KILLED, finished ones stay sealed; the parent records a summary
+and ends KILLED (FAILED when a member failed, sealed when every member is).
 """
 
 from __future__ import annotations
 
 import json
 import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 import pandas as pd
 
 from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.config.sweep import MAX_WORKERS, Sweep, load_sweep
-from rageval.errors import ConfigError, Problem, SweepError, TrackingError
+from rageval.config.sweep import Sweep, load_sweep
+from rageval.errors import SweepError, TrackingError
 from rageval.evaluation import parse_measure
-from rageval.execution.kernels import PRELOAD, KernelPool
 from rageval.execution.notebooks import check_parameters
-from rageval.execution.slots import NotebookSlot, NotebookSlots
 from rageval.paths import default_notebook
 from rageval.progress import Reporter
-from rageval.retrieval.pipeline import stage_module
 from rageval.safety import csv_bytes
 from rageval.tracking.connect import unreachable
 from rageval.tracking.records import NOTE_TAG
 from rageval.tracking.store import Tracker
-from rageval.workflows.members import MEMBER_TAG, MemberJob, MemberResult, progress_kind, stop_kernels
+from rageval.workflows.executors import Interrupted, LocalExecutor, SweepExecutor
+from rageval.workflows.members import MEMBER_TAG, MemberJob, MemberResult, Progress
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 from rageval.workflows.run import RUN_PARAMETERS
-
-# --------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """configs done, failed, running, ETA: one rewritten line on a terminal, plain lines otherwise;
-    or, given a ``reporter``, an event ``{"kind": "sweep", "member", "status", "line"}`` to it."""
-
-    def __init__(
-        self, total: int, workers: int, stream: TextIO | None = None, reporter: Reporter | None = None
-    ) -> None:
-        self.total, self.workers = total, workers
-        self.stream = stream or sys.stderr
-        self.reporter = reporter
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.started = time.perf_counter()
-        self.done = self.failed = self.running = 0
-        self.lock = threading.Lock()
-
-    def line(self) -> str:
-        finished = self.done + self.failed
-        elapsed = time.perf_counter() - self.started
-        eta = "?"
-        if finished:
-            per_wave = elapsed / finished * min(self.workers, self.total)
-            eta = f"{per_wave * (self.total - finished) / min(self.workers, self.total):.0f}s"
-        return f"sweep: {finished}/{self.total} configs, {self.done} sealed, {self.failed} failed, {self.running} running, {elapsed:.0f}s elapsed, ETA {eta}"
-
-    def event(self, kind: Literal["start", "retry", "sealed", "failed", "killed"], name: str) -> None:
-        """``retry``: a member started again after its worker died (Dask); it was counted running already."""
-        with self.lock:
-            if kind == "start":
-                self.running += 1
-            elif kind != "retry":
-                self.running -= 1
-                self.done += kind == "sealed"
-                self.failed += kind in ("failed", "killed")
-            if self.reporter is not None:
-                status = "start" if kind == "retry" else kind  # a view shows a retried member running again
-                self.reporter.emit({"kind": "sweep", "member": name, "status": status, "line": self.line()})
-                return
-            if self.tty:
-                self.stream.write("\r\033[K" + self.line())
-            elif kind != "start":
-                self.stream.write(f"{name}: {kind} | {self.line()}\n")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty and self.reporter is None:
-            self.stream.write("\n")
-            self.stream.flush()
-
 
 # --------------------------------------------------------------------------- running
 
@@ -135,10 +81,6 @@ class SweepOutcome:
             failed=names,
             interrupted=self.interrupted,
         )
-
-
-class _Interrupted(BaseException):
-    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt."""
 
 
 @dataclass
@@ -191,7 +133,6 @@ def start_sweep(
     notebook_parameters: dict[str, Any] | None,
     timeout: int | None,
     params: dict[str, Any] | None = None,
-    on_parent: Callable[[str], None] | None = None,
 ) -> Started:
     """Create the experiment (once, here: parallel workers creating it race) and the parent run;
     the members' jobs name both. ``params``: more parent params (the cluster's address)."""
@@ -216,22 +157,9 @@ def start_sweep(
             "sweep.split": sweep.split,
             **(params or {}),
         },
-        tags={
-            **git_state(sweep.path.resolve().parent),
-            "rageval.version": RAGEVAL_VERSION,
-            "rageval.kind": "sweep",
-            "rageval.sweep.name": sweep.spec.name,
-            "rageval.sweep.file": str(sweep.path),
-            "rageval.sweep.sha256": sweep.sha256,
-            "rageval.sweep.split": sweep.split,
-            "rageval.sweep.release": str(release).lower(),
-            "rageval.benchmark.name": bench.spec.name,
-            "rageval.benchmark.version": bench.spec.version,
-        },
+        tags=_parent_tags(sweep, bench, release),
         files={"sweep.yaml": sweep.path.read_bytes(), "members.json": json.dumps(plan, indent=2).encode()},
     )
-    if on_parent is not None:
-        on_parent(parent)
     jobs = [
         MemberJob(
             name=m.name,
@@ -255,11 +183,26 @@ def start_sweep(
     return Started(sweep, experiment, parent, jobs, results, started)
 
 
+def _parent_tags(sweep: Sweep, bench: Benchmark, release: bool) -> dict[str, str]:
+    return {
+        **git_state(sweep.path.resolve().parent),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.kind": "sweep",
+        "rageval.sweep.name": sweep.spec.name,
+        "rageval.sweep.file": str(sweep.path),
+        "rageval.sweep.sha256": sweep.sha256,
+        "rageval.sweep.split": sweep.split,
+        "rageval.sweep.release": str(release).lower(),
+        "rageval.benchmark.name": bench.spec.name,
+        "rageval.benchmark.version": bench.spec.version,
+    }
+
+
 def split_progress(progress: TextIO | Reporter | None) -> tuple[Reporter | None, TextIO | None]:
     return (progress, None) if isinstance(progress, Reporter) else (None, progress)
 
 
-def run_sweep(
+def run_sweep(  # long: the sweep's keyword options, as the CLI, the demo and the benchmarks pass them
     path: str | Path,
     *,
     workers: int | None = None,
@@ -271,93 +214,66 @@ def run_sweep(
     timeout: int | None = None,
     progress: TextIO | Reporter | None = None,
     on_parent: Callable[[str], None] | None = None,
+    executor: SweepExecutor | None = None,
 ) -> SweepOutcome:
-    """Validate a sweep, then run its members ``workers`` at a time under a parent run. Returns
-    once every member has ended, failed or not; :meth:`SweepOutcome.check` raises for failures.
-    ``progress``: a stream for the sweep's count lines (default stderr), or a
+    """Validate a sweep, then run its members ``workers`` at a time under a parent run, on
+    ``executor`` (default: a :class:`~rageval.workflows.executors.LocalExecutor`, threads of this
+    process; a :class:`~rageval.workflows.cluster.DaskExecutor` runs them on a Dask cluster).
+    Returns once every member has ended, failed or not; :meth:`SweepOutcome.check` raises for
+    failures. ``progress``: a stream for the sweep's count lines (default stderr), or a
     :class:`~rageval.progress.Reporter` that gets every member's steps too (labelled by member)."""
-
+    executor = executor if executor is not None else LocalExecutor()
     sweep, nb, bench = check_sweep(path, release=release, notebook=notebook, notebook_parameters=notebook_parameters)
-    workers = workers or sweep.spec.workers
-    if not 1 <= workers <= MAX_WORKERS:
-        raise ConfigError(
-            Problem(
-                file="--workers",
-                message=f"workers must be between 1 and {MAX_WORKERS} (got {workers})",
-                fix=f"give --workers 1 to {MAX_WORKERS}: each worker is a notebook kernel of its own",
-            )
-        )
-    # One warm kernel per worker, each replaced as a member takes it: a member's kernel starts (and
-    # imports its stages) while the members before it run.
-    kernels = KernelPool(nb.parent, workers, total=len(sweep.members), preload=sweep_preload(sweep))
+    slots, params = executor.open(sweep, nb, workers)
     try:
         run = start_sweep(
             sweep,
             nb,
             bench,
-            workers=workers,
+            workers=slots,
             release=release,
             tracker=tracker,
             experiment=experiment,
             notebook_parameters=notebook_parameters,
             timeout=timeout,
-            on_parent=on_parent,
+            params=params,
         )
-    except BaseException:
-        kernels.close()
-        raise
-    cancel = threading.Event()
-    down = _StoreWatch(tracker, cancel)
-    reporter, stream = split_progress(progress)
-    bar = Progress(len(sweep.members), workers, stream, reporter)
-
-    def member(ticket: int, job: MemberJob) -> None:
-        if cancel.is_set():
-            return
-        bar.event("start", job.name)
-        result = job.run(
-            tracker,
-            cancel=cancel,
-            reporter=reporter.member(job.name) if reporter is not None else None,
-            kernel=kernels.take(),
-            notebook_slot=NotebookSlot(slots, ticket),
-        )
-        run.results[job.name] = result
-        bar.event(progress_kind(result), job.name)
-        if result.status != "sealed":
-            down.check()
-
-    signals = _Signals()
-    # ``workers`` notebooks at a time; one thread more, so that a member's checks, and the logging
-    # and seal of the member before it, overlap a running notebook.
-    slots = NotebookSlots(workers)
-    pool = ThreadPoolExecutor(max_workers=workers + 1, thread_name_prefix="rageval-sweep")
-    futures: list[Future[None]] = []
-    try:
-        futures = [pool.submit(member, ticket, job) for ticket, job in enumerate(run.jobs)]
-        pending = set(futures)
-        while pending:
-            _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
-    except (KeyboardInterrupt, _Interrupted):
-        signals.interrupted = True
-        cancel.set()
-        for future in futures:
-            future.cancel()
-        _drain(futures)
-    finally:
-        pool.shutdown(wait=True)
-        kernels.close()
-        bar.close()
-    try:
+        if on_parent is not None:
+            on_parent(run.parent)
+        reporter, stream = split_progress(progress)
+        signals = _Signals()
+        store_error = _run_members(executor, run, tracker, Progress(len(run.jobs), slots, stream, reporter), signals)
         signals.finishing = True  # a SIGTERM now waits for the (bounded) record of the sweep's end
-        return run.finish(tracker, signals.interrupted, down.error)
+        executor.settle(tracker, run.parent, run.results)
+    finally:
+        executor.close()
+    try:
+        return run.finish(tracker, signals.interrupted, store_error)
     finally:
         signals.restore()
 
 
+def _run_members(executor: SweepExecutor, run: Started, tracker: Tracker, bar: Progress, signals: _Signals) -> str:
+    """Every member through ``executor``, its result in ``run.results``; on Ctrl-C or SIGTERM the
+    executor stops them all (``signals.interrupted``). Returns why the store stopped answering, or ""."""
+    down = _StoreWatch(tracker, executor.cancel)
+    try:
+        for result in executor.map(run.jobs, tracker, bar):
+            run.results[result.name] = result
+            if result.status != "sealed":
+                down.check()
+    except (KeyboardInterrupt, Interrupted):
+        signals.interrupted = True
+        run.results.update((result.name, result) for result in executor.stop())
+    finally:
+        bar.close()
+    return down.error
+
+
 class _Signals:
-    """SIGTERM raises :class:`_Interrupted` in the main thread while members run; once the sweep
-    records its end it is only noted, so that the parent is ended (or named as left) before exit."""
+    """SIGTERM raises :class:`~rageval.workflows.executors.Interrupted` in the main thread while
+    members run; once the sweep records its end it is only noted, so that the parent is ended (or
+    named as left) before exit."""
 
     def __init__(self) -> None:
         self.interrupted = self.finishing = False
@@ -367,7 +283,7 @@ class _Signals:
 
     def on_term(self, signum: int, frame: Any) -> None:
         if not self.finishing:
-            raise _Interrupted()
+            raise Interrupted()
         self.interrupted = True
 
     def restore(self) -> None:
@@ -379,30 +295,17 @@ class _StoreWatch:
     """After a member fails: whether the store still answers. When it does not, no member starts
     any more and running ones are stopped (nothing they make could be recorded); ``error`` says why."""
 
-    def __init__(self, tracker: Tracker, cancel: threading.Event) -> None:
+    def __init__(self, tracker: Tracker, cancel: Callable[[], None]) -> None:
         self.tracker, self.cancel = tracker, cancel
         self.error = ""
-        self.lock = threading.Lock()
 
     def check(self) -> None:
-        with self.lock:
-            if self.error:
-                return
-            why = self.tracker.unanswered()
-            if why:
-                self.error = why
-                self.cancel.set()
-                stop_kernels()
-
-
-def _drain(futures: Sequence[Future[None]]) -> None:
-    """Stop running kernels until every member has ended; a second Ctrl-C does not cut this short."""
-    while not all(f.done() for f in futures):
-        try:
-            stop_kernels()
-            wait([f for f in futures if not f.done()], timeout=0.5)
-        except (KeyboardInterrupt, _Interrupted):
-            continue
+        if self.error:
+            return
+        why = self.tracker.unanswered()
+        if why:
+            self.error = why
+            self.cancel()
 
 
 def _finish(
@@ -491,9 +394,3 @@ def _record_end(tracker: Any, sweep: Sweep, outcome: SweepOutcome) -> str:
     )
     tracker.seal(parent)
     return "sealed"
-
-
-def sweep_preload(sweep: Sweep) -> tuple[str, ...]:
-    """What its members' kernels import ahead: the notebook's modules and the members' stages."""
-    stages = {stage_module(stage.type) for m in sweep.members for stage in m.config.retrieval.stages}
-    return (*PRELOAD, *sorted(stages - set(PRELOAD)))

@@ -342,18 +342,20 @@ def _read_beir(folder: Path) -> Any:
 
 
 def _read_trec_docs(folder: Path) -> Any:
-    from rageval.benchmark.importers import import_trec
+    from rageval.benchmark.importers import TrecImport, import_trec
 
     return _import(
         folder,
         lambda out: import_trec(
-            topics=folder / "topics.sgml",
-            qrels=folder / "qrels.txt",
-            documents=folder / "docs.sgml",
-            out=out,
-            name="trec",
-            version="1",
-            corpus_version="trec-1",
+            TrecImport(
+                topics=folder / "topics.sgml",
+                qrels=folder / "qrels.txt",
+                documents=folder / "docs.sgml",
+                out=out,
+                name="trec",
+                version="1",
+                corpus_version="trec-1",
+            )
         ),
     )
 

@@ -12,6 +12,9 @@ import datetime as dt
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import config_from_yaml
@@ -22,6 +25,9 @@ from rageval.io import make_folder
 from rageval.paths import project_root
 from rageval.release.online import (
     ARMS,
+    ImportPolicy,
+    MetricsPolicy,
+    OnlineEvent,
     analyze,
     events_frame,
     load_events,
@@ -53,6 +59,25 @@ def _config_name(info: RunInfo) -> str:
     return info.tags.get("rageval.config.label") or info.tags.get("rageval.config.name", "")
 
 
+@dataclass(frozen=True)
+class _Cohort:
+    """An A/B cohort read under its policies and decided: everything its online run is made of."""
+
+    log: Path
+    policy_file: Path
+    metrics_file: Path
+    policy: ImportPolicy
+    metrics: MetricsPolicy
+    events: list[OnlineEvent]
+    arms: dict[str, RunInfo]  # baseline, candidate: both or neither
+    decision: OnlineDecision
+    summary: dict[str, Any]  # the log's units, arms, time span, segments, sha256
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.events[0].simulated)
+
+
 def execute_online(
     log: str | Path,
     policy_file: str | Path,
@@ -68,9 +93,7 @@ def execute_online(
     the sealed evaluation runs of the two arms' configurations (checked sealed and intact), so that a
     release can check that this evidence concerns the configurations it promotes."""
     log, policy_file, metrics_file = Path(log), Path(policy_file), Path(metrics_file)
-    overridden = today_override(today)
-    today = today or dt.date.today()
-    policy = load_import_policy(policy_file, today)  # first: no unit is read without its policy
+    policy = load_import_policy(policy_file, today or dt.date.today())  # first: no unit is read without its policy
     metrics = load_metrics_policy(metrics_file)
     events = load_events(log)
     arms = {
@@ -80,35 +103,88 @@ def execute_online(
         raise ComparisonError("give both --baseline and --candidate runs, or neither")
     frame = events_frame(events)
     decision = decide_online(analyze(frame, metrics), sample_ratio(frame, metrics), metrics)
-    simulated = bool(events[0].simulated)
-    table = decision.table()
-    summary = {
+    summary = _log_summary(log, events, frame, decision)
+    cohort = _Cohort(log, policy_file, metrics_file, policy, metrics, events, arms, decision, summary)
+    name = experiment or EXPERIMENT
+    run_id = tracker.create_run(
+        name,
+        f"online {metrics.name}: {decision.verdict}" + (" (simulated)" if cohort.simulated else ""),
+        params={
+            "metrics_policy": metrics.name,
+            "alpha": metrics.alpha,
+            "srm_alpha": metrics.srm_alpha,
+            "sequential": metrics.sequential,
+            "units": len(events),
+            "log_sha256": summary["sha256"],
+            **{f"split.{arm}": metrics.planned_split[arm] for arm in ARMS},
+        },
+        tags=_online_tags(cohort, today_override(today)),
+        files={
+            "decision.json": json.dumps(_online_record(cohort), indent=2, default=str).encode(),
+            "results.csv": csv_bytes(decision.table()),
+            "metrics.yaml": metrics_file.read_bytes(),
+            "import_policy.yaml": policy_file.read_bytes(),
+        },
+    )
+    try:
+        tracker.log_tables(run_id, {"online_results": decision.table()})  # results.csv as a table the UI shows
+        tracker.log_metrics(run_id, _online_metrics(cohort))
+        digest = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return OnlineOutcome(run_id, name, digest, decision, cohort.simulated)
+
+
+def _log_summary(log: Path, events: list[OnlineEvent], frame: pd.DataFrame, decision: OnlineDecision) -> dict[str, Any]:
+    """What decision.json says of the log: its units per arm, time span, segments, sha256."""
+    return {
         "units": len(events),
         "per_arm": decision.sample_ratio.counts,
         "first": frame["time"].min().isoformat(),
         "last": frame["time"].max().isoformat(),
         "segments": sorted({e.segment for e in events if e.segment}),
         "sha256": sha256_file(log),
-        "simulated": simulated,
+        "simulated": bool(events[0].simulated),
     }
-    record = {
+
+
+def _online_record(cohort: _Cohort) -> dict[str, Any]:
+    """decision.json: the verdict and its reasons, every metric, the log, both policies, the arms."""
+    decision, policy, metrics = cohort.decision, cohort.policy, cohort.metrics
+    return {
         "verdict": decision.verdict,
         "reasons": decision.reasons,
         "sequential": decision.sequential,
         "sample_ratio": asdict(decision.sample_ratio),
         "metrics": [{**asdict(r), **asdict(v)} for r, v in zip(decision.results, decision.verdicts, strict=True)],
-        "log": {"file": log.name, **summary},
+        "log": {"file": cohort.log.name, **cohort.summary},
         "import_policy": {
-            "file": str(policy_file),
-            "sha256": sha256_file(policy_file),
+            "file": str(cohort.policy_file),
+            "sha256": sha256_file(cohort.policy_file),
             "authorization": policy.authorization,
             "redaction": policy.redaction.model_dump(),
             "retention": policy.retention.isoformat(),
         },
-        "metrics_policy": {"name": metrics.name, "file": str(metrics_file), "sha256": sha256_file(metrics_file)},
-        "arms": {role: {"run_id": info.run_id, "config_name": _config_name(info)} for role, info in arms.items()},
+        "metrics_policy": {
+            "name": metrics.name,
+            "file": str(cohort.metrics_file),
+            "sha256": sha256_file(cohort.metrics_file),
+        },
+        "arms": {
+            role: {"run_id": info.run_id, "config_name": _config_name(info)} for role, info in cohort.arms.items()
+        },
     }
-    name = experiment or EXPERIMENT
+
+
+def _online_tags(cohort: _Cohort, overridden: dict[str, str]) -> dict[str, Any]:
+    decision, policy, metrics, arms, simulated = (
+        cohort.decision,
+        cohort.policy,
+        cohort.metrics,
+        cohort.arms,
+        cohort.simulated,
+    )
     label = "simulated online cohort" if simulated else "online cohort"
     note = (
         f"{'SIMULATED (synthetic units, not real users). ' if simulated else ''}{label} under {metrics.name}: "
@@ -137,47 +213,25 @@ def execute_online(
         tags["rageval.baseline"] = arms["baseline"].run_id
         cand_tags = arms["candidate"].tags
         tags |= {k: cand_tags[k] for k in ("rageval.benchmark.name", "rageval.benchmark.version") if k in cand_tags}
-    run_id = tracker.create_run(
-        name,
-        f"online {metrics.name}: {decision.verdict}" + (" (simulated)" if simulated else ""),
-        params={
-            "metrics_policy": metrics.name,
-            "alpha": metrics.alpha,
-            "srm_alpha": metrics.srm_alpha,
-            "sequential": metrics.sequential,
-            "units": len(events),
-            "log_sha256": summary["sha256"],
-            **{f"split.{arm}": metrics.planned_split[arm] for arm in ARMS},
-        },
-        tags=tags,
-        files={
-            "decision.json": json.dumps(record, indent=2, default=str).encode(),
-            "results.csv": csv_bytes(table),
-            "metrics.yaml": metrics_file.read_bytes(),
-            "import_policy.yaml": policy_file.read_bytes(),
-        },
-    )
-    try:
-        values = {
-            "passed": float(decision.passed),
-            "units": float(len(events)),
-            "srm/p_value": decision.sample_ratio.p_value,
-            **{f"units/{arm}": float(n) for arm, n in decision.sample_ratio.counts.items()},
-        }
-        # Per metric its difference and verdict; the arms' values, intervals and p-values are the
-        # rows of results.csv (and decision.json), not metric keys: the runs table stays readable.
-        for r, v in zip(decision.results, decision.verdicts, strict=True):
-            key = f"online/{metric_key(r.metric)}"
-            if r.diff is not None and abs(r.diff) != float("inf"):
-                values[f"{key}/diff"] = float(r.diff)
-            values[f"{key}/passed"] = float(v.verdict == "pass")
-        tracker.log_tables(run_id, {"online_results": table})  # results.csv as a table the UI shows
-        tracker.log_metrics(run_id, values)
-        digest = tracker.seal(run_id)
-    except Exception as exc:
-        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
-        raise
-    return OnlineOutcome(run_id, name, digest, decision, simulated)
+    return tags
+
+
+def _online_metrics(cohort: _Cohort) -> dict[str, float]:
+    decision = cohort.decision
+    values = {
+        "passed": float(decision.passed),
+        "units": float(len(cohort.events)),
+        "srm/p_value": decision.sample_ratio.p_value,
+        **{f"units/{arm}": float(n) for arm, n in decision.sample_ratio.counts.items()},
+    }
+    # Per metric its difference and verdict; the arms' values, intervals and p-values are the
+    # rows of results.csv (and decision.json), not metric keys: the runs table stays readable.
+    for r, v in zip(decision.results, decision.verdicts, strict=True):
+        key = f"online/{metric_key(r.metric)}"
+        if r.diff is not None and abs(r.diff) != float("inf"):
+            values[f"{key}/diff"] = float(r.diff)
+        values[f"{key}/passed"] = float(v.verdict == "pass")
+    return values
 
 
 def simulate_log(

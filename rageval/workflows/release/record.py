@@ -289,6 +289,26 @@ def _shipped_policy(policy_file: Path) -> ReleasePolicy | None:
     return load_release_policy(shipped)
 
 
+def _release_tags(
+    policy: ReleasePolicy, decision: ReleaseDecision, family: str, overrides: list[str], given: dict[str, str]
+) -> dict[str, str]:
+    pair = decision.pair
+    return {
+        **git_state(project_root()),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.kind": "release",
+        "rageval.release.verdict": decision.verdict,
+        "rageval.release.policy": policy.name,
+        "rageval.release.family": family,
+        "rageval.simulated": str(any(r.simulated for r in decision.layers)).lower(),
+        **overrides_tag(overrides),
+        **({"rageval.release.baseline": pair.baseline, "rageval.release.candidate": pair.candidate} if pair else {}),
+        **({"rageval.baseline": pair.baseline} if pair else {}),
+        **{f"rageval.release.{layer}": run for layer, run in given.items()},
+        **{f"rageval.release.{r.layer}.verdict": r.verdict for r in decision.layers},
+    }
+
+
 def execute_release(
     runs: dict[str, str | None],
     policy_file: str | Path,
@@ -318,7 +338,6 @@ def execute_release(
         "links": links,
         "simulated_layers": [r.layer for r in decision.layers if r.simulated],
     }
-    simulated = any(r.simulated for r in decision.layers)
     overrides = policy_overrides(policy, _shipped_policy(policy_file))
     record["overrides"] = overrides
     name = experiment or EXPERIMENT
@@ -326,22 +345,7 @@ def execute_release(
         name,
         f"release {family or 'candidate'} → {decision.verdict}",
         params={"policy": policy.name, **{layer: run for layer, run in given.items()}},
-        tags={
-            **git_state(project_root()),
-            "rageval.version": RAGEVAL_VERSION,
-            "rageval.kind": "release",
-            "rageval.release.verdict": decision.verdict,
-            "rageval.release.policy": policy.name,
-            "rageval.release.family": family,
-            "rageval.simulated": str(simulated).lower(),
-            **overrides_tag(overrides),
-            **(
-                {"rageval.release.baseline": pair.baseline, "rageval.release.candidate": pair.candidate} if pair else {}
-            ),
-            **({"rageval.baseline": pair.baseline} if pair else {}),
-            **{f"rageval.release.{layer}": run for layer, run in given.items()},
-            **{f"rageval.release.{r.layer}.verdict": r.verdict for r in decision.layers},
-        },
+        tags=_release_tags(policy, decision, family, overrides, given),
         files={"policy.yaml": policy_file.read_bytes()},
     )
     try:

@@ -170,6 +170,13 @@ def _carried_rejections(tracker: Tracker, resolves: str) -> dict[str, dict[str, 
     return {r["query_id"]: r for r in _sealed_json(tracker, resolves, REJECTIONS_FILE)}
 
 
+def _leaking(queries: pd.DataFrame) -> list[str]:
+    """The queries whose candidate ranking showed a document its asker may not see."""
+    if "permission_leaks" not in queries.columns:
+        return []
+    return [str(q) for q in queries.loc[queries["permission_leaks"].fillna(0) > 0, "query_id"]]
+
+
 def start_review(
     run_id: str,
     out: str | Path,
@@ -191,10 +198,8 @@ def start_review(
     pair = read_pair(tracker, baseline, cand_id)
     before, after = wide_scores(pair.baseline.per_query), wide_scores(pair.candidate.per_query)
     measure = _recorded_measure(measure, before, after)
-    leaks = pair.candidate.queries
-    if "permission_leaks" in leaks.columns:
-        for query_id in leaks.loc[leaks["permission_leaks"].fillna(0) > 0, "query_id"]:
-            flagged.setdefault(str(query_id), []).append("leak")
+    for query_id in _leaking(pair.candidate.queries):
+        flagged.setdefault(query_id, []).append("leak")
     carried = _carried_rejections(tracker, resolves) if resolves is not None else {}
 
     cases = pair.benchmark.cases_for(pair.split)
@@ -213,10 +218,8 @@ def start_review(
         carried=carried,
     )
     chosen = set(selection["query_id"])
-    parents = {p for top in (base_top, cand_top) for q in chosen for _, p in top.get(q, ())}
-    texts = _texts(pair, parents)
-    queries = {c.queryId: c.query for c in cases}
-    sheet = review_sheet(selection, base_top, cand_top, grades, texts, queries, measure)
+    texts = _texts(pair, {p for top in (base_top, cand_top) for q in chosen for _, p in top.get(q, ())})
+    sheet = review_sheet(selection, base_top, cand_top, grades, texts, {c.queryId: c.query for c in cases}, measure)
     detail = side_by_side(selection, base_top, cand_top, grades, texts, k)
     manifest = {
         "review_of": run_id,
@@ -294,6 +297,31 @@ def _decisions(
     return decisions
 
 
+@dataclass(frozen=True)
+class _Review:
+    """A review folder's sheets read: everything its review run is made of."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    info: RunInfo  # the gate or comparison run reviewed
+    baseline: str
+    candidate: str
+    decisions: Decisions
+    still: list[dict[str, Any]]  # rejections left open
+    resolved: list[Any]  # earlier rejections this review resolves
+    pair: Pair
+    pooled: Any  # the pool of queries that need judgment, or None
+    simulated: bool
+
+    @property
+    def status(self) -> str:
+        return "complete" if self.decisions.complete else "incomplete"
+
+    @property
+    def reviewers(self) -> list[str]:
+        return sorted(set(self.decisions.frame["reviewer"]))
+
+
 def record_review(
     folder: str | Path,
     *,
@@ -314,61 +342,68 @@ def record_review(
     still, resolved = open_rejections(decisions.frame, carried)
     pair = read_pair(tracker, baseline, candidate)
     pooled = _pool_needs_judgment(pair, decisions, int(manifest["k"]), Path(pool_out) if pool_out else folder / "pool")
-    reviewers = sorted(set(decisions.frame["reviewer"]))
-    counts = decisions.counts()
-    status = "complete" if decisions.complete else "incomplete"
-    simulated = scripted
-    tags = {
-        **git_state(project_root()),
-        "rageval.version": RAGEVAL_VERSION,
-        "rageval.kind": "review",
-        "rageval.review.gate": info.run_id,
-        "rageval.review.baseline": baseline,
-        "rageval.review.candidate": candidate,
-        "rageval.review.status": status,
-        "rageval.review.open_rejections": str(len(still)),
-        "rageval.review.reviewers": ",".join(reviewers),
-        "rageval.simulated": str(simulated).lower(),
-        "rageval.benchmark.name": pair.benchmark.spec.name,
-        "rageval.benchmark.version": pair.benchmark.spec.version,
-        **({"rageval.review.resolves": manifest["resolves"]} if manifest.get("resolves") else {}),
-    }
-    label = "SIMULATED review" if simulated else "review"
-    name = tracker.experiment_name(info.experiment_id)
+    review = _Review(folder, manifest, info, baseline, candidate, decisions, still, resolved, pair, pooled, scripted)
+    label = "SIMULATED review" if review.simulated else "review"
     run_id = tracker.create_run(
-        name,
-        f"{label} of {info.name}: {status}, {len(still)} open rejection(s)",
+        tracker.experiment_name(info.experiment_id),
+        f"{label} of {info.name}: {review.status}, {len(still)} open rejection(s)",
         params={"review_of": info.run_id, "measure": manifest["measure"], "n": manifest["n"], "k": manifest["k"]},
-        tags=tags,
+        tags=_review_tags(review),
     )
     for entry in still:
         entry["review"] = entry.get("review") or run_id
-    record = {
-        "review_of": info.run_id,
-        "status": status,
-        "simulated": simulated,
-        "recorded": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "reviewers": reviewers,
-        "counts": counts,
-        "undecided": decisions.undecided,
-        "decisions": decisions.frame.to_dict(orient="records"),
-        "open_rejections": len(still),
-        "resolved_rejections": resolved,
-    }
-    files = {
-        "review.json": json.dumps(manifest, indent=1, ensure_ascii=False).encode(),
-        "decisions.json": json.dumps(record, indent=1, ensure_ascii=False).encode(),
-        "decisions.csv": csv_bytes(decisions.frame),
-        REJECTIONS_FILE: json.dumps(still, indent=1, ensure_ascii=False).encode(),
-        DETAIL_CSV: (folder / DETAIL_CSV).read_bytes(),
-        **({"pool/pool.json": pooled.manifest.model_dump_json(indent=1).encode()} if pooled else {}),
-    }
+    counts = decisions.counts()
     metrics = {
         "undecided": len(decisions.undecided),
         "open_rejections": len(still),
         "resolved_rejections": len(resolved),
     }
     counted = {"accepted": counts["accept"], "rejected": counts["reject"], "needs_judgment": counts["needs-judgment"]}
-    digest = _log_and_seal(tracker, run_id, files, {**counted, **metrics})
+    digest = _log_and_seal(tracker, run_id, _review_files(review), {**counted, **metrics})
     items = len(pooled.manifest.items) if pooled else 0
-    return ReviewOutcome(run_id, digest, decisions, still, resolved, items, simulated)
+    return ReviewOutcome(run_id, digest, decisions, still, resolved, items, review.simulated)
+
+
+def _review_tags(review: _Review) -> dict[str, str]:
+    manifest, benchmark = review.manifest, review.pair.benchmark
+    return {
+        **git_state(project_root()),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.kind": "review",
+        "rageval.review.gate": review.info.run_id,
+        "rageval.review.baseline": review.baseline,
+        "rageval.review.candidate": review.candidate,
+        "rageval.review.status": review.status,
+        "rageval.review.open_rejections": str(len(review.still)),
+        "rageval.review.reviewers": ",".join(review.reviewers),
+        "rageval.simulated": str(review.simulated).lower(),
+        "rageval.benchmark.name": benchmark.spec.name,
+        "rageval.benchmark.version": benchmark.spec.version,
+        **({"rageval.review.resolves": manifest["resolves"]} if manifest.get("resolves") else {}),
+    }
+
+
+def _review_files(review: _Review) -> dict[str, bytes]:
+    """The review (review.json), its decisions (JSON with the verdict, and CSV), the rejections
+    left open, the side-by-side detail and the pool of queries that need judgment."""
+    decisions, pooled = review.decisions, review.pooled
+    record = {
+        "review_of": review.info.run_id,
+        "status": review.status,
+        "simulated": review.simulated,
+        "recorded": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "reviewers": review.reviewers,
+        "counts": decisions.counts(),
+        "undecided": decisions.undecided,
+        "decisions": decisions.frame.to_dict(orient="records"),
+        "open_rejections": len(review.still),
+        "resolved_rejections": review.resolved,
+    }
+    return {
+        "review.json": json.dumps(review.manifest, indent=1, ensure_ascii=False).encode(),
+        "decisions.json": json.dumps(record, indent=1, ensure_ascii=False).encode(),
+        "decisions.csv": csv_bytes(decisions.frame),
+        REJECTIONS_FILE: json.dumps(review.still, indent=1, ensure_ascii=False).encode(),
+        DETAIL_CSV: (review.folder / DETAIL_CSV).read_bytes(),
+        **({"pool/pool.json": pooled.manifest.model_dump_json(indent=1).encode()} if pooled else {}),
+    }

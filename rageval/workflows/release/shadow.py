@@ -32,7 +32,7 @@ from rageval.release.shadow import (
     load_import_policy,
     read_log,
 )
-from rageval.release.shadow_rules import ShadowDecision, decide_shadow, load_rules
+from rageval.release.shadow_rules import ShadowDecision, ShadowRules, decide_shadow, load_rules
 from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
 from rageval.tracking.store import Tracker
 from rageval.validation import metric_key
@@ -52,47 +52,109 @@ class ShadowOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
-def execute_shadow(
-    log_file: str | Path,
-    policy_file: str | Path | None,
-    benchmark: str | Path,
-    *,
-    tracker: Tracker,
-    rules_file: str | Path | None = None,
-    baseline_run: str | None = None,
-    candidate_run: str | None = None,
-    chunking: ChunkingConfig | None = None,
-    pool_out: str | Path | None = None,
-    experiment: str | None = None,
-    k: int = 10,
-    p: float = 0.9,
-    resamples: int = 2000,
-    seed: int = 0,
-    today: dt.date | None = None,
-) -> ShadowOutcome:
+@dataclass(frozen=True)
+class ShadowRequest:
+    """What ``rageval shadow record`` analyses: the log, its import policy, the benchmark, and the
+    options (see :func:`execute_shadow`)."""
+
+    log_file: str | Path
+    policy_file: str | Path | None
+    benchmark: str | Path
+    rules_file: str | Path | None = None
+    baseline_run: str | None = None
+    candidate_run: str | None = None
+    chunking: ChunkingConfig | None = None
+    pool_out: str | Path | None = None
+    experiment: str | None = None
+    k: int = 10
+    p: float = 0.9
+    resamples: int = 2000
+    seed: int = 0
+    today: dt.date | None = None
+
+
+@dataclass(frozen=True)
+class _Shadow:
+    """A shadow log read and analysed: everything its record is made of."""
+
+    request: ShadowRequest
+    log_file: Path
+    policy: ImportPolicy
+    records: list[ShadowRecord]
+    rules: ShadowRules | None
+    bench: Benchmark
+    analysis: ShadowAnalysis
+    decision: ShadowDecision | None
+    pools: dict[str, PoolManifest]
+    warnings: list[str]
+    link: dict[str, str]  # baseline, candidate → the configuration each arm ran
+
+    @property
+    def simulated(self) -> bool:
+        return any(r.simulated for r in self.records)
+
+    @property
+    def verdict(self) -> str:
+        return self.decision.verdict if self.decision is not None else "none"
+
+
+def execute_shadow(request: ShadowRequest, *, tracker: Tracker) -> ShadowOutcome:
     """Analyse a shadow log and record it as a sealed run (see the module's docstring)."""
-    policy = load_import_policy(policy_file, today or dt.date.today())  # refused first: no policy, no reading
-    log_file = Path(log_file)
+    shadow = _analyse(request, tracker)
+    name = request.experiment or RELEASE_EXPERIMENT
+    policy_bytes = Path(str(request.policy_file)).read_bytes()
+    record = _shadow_record(shadow, policy_bytes)
+    files = {
+        "decision.json": json.dumps(_finite(record), indent=2, default=_plain, allow_nan=False).encode(),
+        "import_policy.yaml": policy_bytes,
+        **({"rules.yaml": Path(str(request.rules_file)).read_bytes()} if request.rules_file is not None else {}),
+        **{f"pool/{split}/{POOL_FILE}": m.model_dump_json(indent=2).encode() for split, m in shadow.pools.items()},
+    }
+    link = shadow.link
+    run_id = tracker.create_run(
+        name,
+        f"shadow {link['candidate'] or 'candidate'} vs {link['baseline'] or 'baseline'} → {shadow.verdict}",
+        params=_shadow_params(shadow, record["log"]["sha256"]),
+        tags=_shadow_tags(shadow),
+        files=files,
+    )
+    try:
+        tracker.log_tables(run_id, _tables(shadow.analysis, shadow.records, shadow.policy))
+        tracker.log_metrics(run_id, _metrics(shadow.analysis, shadow.decision))
+        digest = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return ShadowOutcome(
+        run_id, name, digest, shadow.analysis, shadow.decision, shadow.pools, shadow.simulated, shadow.warnings
+    )
+
+
+def _analyse(request: ShadowRequest, tracker: Tracker) -> _Shadow:
+    """Read the log under its policy (refused first: no policy, no reading), analyse it against the
+    benchmark, decide it under the rules, and make the judgment pools (written to ``pool_out``)."""
+    req = request
+    policy = load_import_policy(req.policy_file, req.today or dt.date.today())
+    log_file = Path(req.log_file)
     records = read_log(log_file)
     check_import_policy(records, policy, str(log_file))
-    rules = load_rules(rules_file) if rules_file is not None else None
-    bench = load_benchmark(benchmark)
+    rules = load_rules(req.rules_file) if req.rules_file is not None else None
+    bench = load_benchmark(req.benchmark)
     runs = {
         role: sealed_and_intact(tracker, run_id)
-        for role, run_id in (("baseline", baseline_run), ("candidate", candidate_run))
+        for role, run_id in (("baseline", req.baseline_run), ("candidate", req.candidate_run))
         if run_id is not None
     }
-    if chunking is None and candidate_run is not None and bench.spec.relevanceUnit == "passage":
-        chunking = config_from_yaml(tracker.run_artifacts(candidate_run).config_yaml).chunking
-    analysis = analyze_shadow(records, bench, k=k, p=p, resamples=resamples, seed=seed)
+    chunking = req.chunking
+    if chunking is None and req.candidate_run is not None and bench.spec.relevanceUnit == "passage":
+        chunking = config_from_yaml(tracker.run_artifacts(req.candidate_run).config_yaml).chunking
+    analysis = analyze_shadow(records, bench, k=req.k, p=req.p, resamples=req.resamples, seed=req.seed)
     decision = decide_shadow(rules, analysis) if rules is not None else None
     warnings: list[str] = []
-    pooled = _pools(analysis, bench, chunking, k, seed, warnings)
-    pools = {split: result.manifest for split, result in pooled.items()}
-    if pool_out is not None:
+    pooled = _pools(analysis, bench, chunking, req.k, req.seed, warnings)
+    if req.pool_out is not None:
         for split, result in pooled.items():
-            write_pool(result, Path(pool_out) / split)
-    simulated = any(r.simulated for r in records)
+            write_pool(result, Path(req.pool_out) / split)
     configs = {arm: sorted({c for r in records if (c := getattr(r, arm).config)}) for arm in ("baseline", "candidate")}
     link = {
         role: (runs[role].tags.get("rageval.config.label") or runs[role].tags.get("rageval.config.name", ""))
@@ -100,13 +162,17 @@ def execute_shadow(
         else ", ".join(configs[role])
         for role in ("baseline", "candidate")
     }
-    verdict = decision.verdict if decision is not None else "none"
-    name = experiment or RELEASE_EXPERIMENT
-    policy_bytes = Path(str(policy_file)).read_bytes()
-    record = {
-        "verdict": verdict,
-        "simulated": simulated,
-        "log": {"file": log_file.name, "sha256": sha256_file(log_file), "requests": len(records)},
+    pools = {split: result.manifest for split, result in pooled.items()}
+    return _Shadow(request, log_file, policy, records, rules, bench, analysis, decision, pools, warnings, link)
+
+
+def _shadow_record(shadow: _Shadow, policy_bytes: bytes) -> dict[str, Any]:
+    """decision.json: the verdict, the log, the import policy, the rules, both arms, the pools."""
+    policy, decision, req = shadow.policy, shadow.decision, shadow.request
+    return {
+        "verdict": shadow.verdict,
+        "simulated": shadow.simulated,
+        "log": {"file": shadow.log_file.name, "sha256": sha256_file(shadow.log_file), "requests": len(shadow.records)},
         "import_policy": {
             "name": policy.name,
             "authorization": policy.authorization,
@@ -116,68 +182,62 @@ def execute_shadow(
             "sha256": sha256_bytes(policy_bytes),
         },
         "rules": [r.__dict__ for r in decision.rules] if decision is not None else [],
-        "rbo": {"p": p, "forms": ["min", "res", "ext"], "rule_uses": "ext"},
-        "k": k,
-        "baseline": {"run_id": baseline_run, "config": link["baseline"]},
-        "candidate": {"run_id": candidate_run, "config": link["candidate"]},
-        "pools": {split: f"pool/{split}/{POOL_FILE}" for split in pools},
-        "warnings": warnings,
+        "rbo": {"p": req.p, "forms": ["min", "res", "ext"], "rule_uses": "ext"},
+        "k": req.k,
+        "baseline": {"run_id": req.baseline_run, "config": shadow.link["baseline"]},
+        "candidate": {"run_id": req.candidate_run, "config": shadow.link["candidate"]},
+        "pools": {split: f"pool/{split}/{POOL_FILE}" for split in shadow.pools},
+        "warnings": shadow.warnings,
     }
-    files = {
-        "decision.json": json.dumps(_finite(record), indent=2, default=_plain, allow_nan=False).encode(),
-        "import_policy.yaml": policy_bytes,
-        **({"rules.yaml": Path(str(rules_file)).read_bytes()} if rules_file is not None else {}),
-        **{f"pool/{split}/{POOL_FILE}": m.model_dump_json(indent=2).encode() for split, m in pools.items()},
+
+
+def _shadow_params(shadow: _Shadow, log_sha256: str) -> dict[str, Any]:
+    policy, req, rules = shadow.policy, shadow.request, shadow.rules
+    return {
+        "import_policy": policy.name,
+        "authorization": policy.authorization,
+        "retention": str(policy.retention),
+        "redaction": f"{policy.redaction.rules} {policy.redaction.version}",
+        "log_sha256": log_sha256,
+        "requests": len(shadow.records),
+        "k": req.k,
+        "rbo_p": req.p,
+        "resamples": req.resamples,
+        "seed": req.seed,
+        # the rules whole are rules.yaml (sealed): a param per rule was a runs-table column each
+        **({"rules": rules.name} if rules else {}),
     }
-    label = "SIMULATED shadow log" if simulated else "shadow log"
-    run_id = tracker.create_run(
-        name,
-        f"shadow {link['candidate'] or 'candidate'} vs {link['baseline'] or 'baseline'} → {verdict}",
-        params={
-            "import_policy": policy.name,
-            "authorization": policy.authorization,
-            "retention": str(policy.retention),
-            "redaction": f"{policy.redaction.rules} {policy.redaction.version}",
-            "log_sha256": record["log"]["sha256"],
-            "requests": len(records),
-            "k": k,
-            "rbo_p": p,
-            "resamples": resamples,
-            "seed": seed,
-            # the rules whole are rules.yaml (sealed): a param per rule was a runs-table column each
-            **({"rules": rules.name} if rules else {}),
-        },
-        tags={
-            **git_state(project_root()),
-            "rageval.version": RAGEVAL_VERSION,
-            "rageval.kind": "shadow",
-            "rageval.simulated": str(simulated).lower(),
-            **today_override(today),
-            "rageval.shadow.verdict": verdict,
-            "rageval.shadow.baseline.config": link["baseline"],
-            "rageval.shadow.candidate.config": link["candidate"],
-            **({"rageval.shadow.baseline": baseline_run, "rageval.baseline": baseline_run} if baseline_run else {}),
-            **({"rageval.shadow.candidate": candidate_run} if candidate_run else {}),
-            **{
-                f"rageval.role.{run_id}": role
-                for role, run_id in (("baseline", baseline_run), ("candidate", candidate_run))
-                if run_id
-            },
-            "rageval.benchmark.name": bench.spec.name,
-            "rageval.benchmark.version": bench.spec.version,
-            NOTE_TAG: _note(label, analysis, decision),
-            **({"rageval.warning.shadow": "\n".join(warnings)[:4000]} if warnings else {}),
-        },
-        files=files,
+
+
+def _shadow_tags(shadow: _Shadow) -> dict[str, str]:
+    baseline_run, candidate_run, link, warnings = (
+        shadow.request.baseline_run,
+        shadow.request.candidate_run,
+        shadow.link,
+        shadow.warnings,
     )
-    try:
-        tracker.log_tables(run_id, _tables(analysis, records, policy))
-        tracker.log_metrics(run_id, _metrics(analysis, decision))
-        digest = tracker.seal(run_id)
-    except Exception as exc:
-        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
-        raise
-    return ShadowOutcome(run_id, name, digest, analysis, decision, pools, simulated, warnings)
+    label = "SIMULATED shadow log" if shadow.simulated else "shadow log"
+    return {
+        **git_state(project_root()),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.kind": "shadow",
+        "rageval.simulated": str(shadow.simulated).lower(),
+        **today_override(shadow.request.today),
+        "rageval.shadow.verdict": shadow.verdict,
+        "rageval.shadow.baseline.config": link["baseline"],
+        "rageval.shadow.candidate.config": link["candidate"],
+        **({"rageval.shadow.baseline": baseline_run, "rageval.baseline": baseline_run} if baseline_run else {}),
+        **({"rageval.shadow.candidate": candidate_run} if candidate_run else {}),
+        **{
+            f"rageval.role.{run_id}": role
+            for role, run_id in (("baseline", baseline_run), ("candidate", candidate_run))
+            if run_id
+        },
+        "rageval.benchmark.name": shadow.bench.spec.name,
+        "rageval.benchmark.version": shadow.bench.spec.version,
+        NOTE_TAG: _note(label, shadow.analysis, shadow.decision),
+        **({"rageval.warning.shadow": "\n".join(warnings)[:4000]} if warnings else {}),
+    }
 
 
 def _frames(top: pd.DataFrame, bench: Benchmark, split: str) -> dict[str, pd.DataFrame]:
