@@ -58,7 +58,9 @@ def test_a_built_document_is_its_own_object():
     documents, _ = _built(ROWS)
     first = documents["c"]
     first.metadata["changed"] = True
-    assert documents["c"].metadata == {}  # nothing a caller does to one Document reaches the columns
+    first.acl.append("team-b")
+    # Nothing a caller does to one Document reaches the columns.
+    assert documents["c"].metadata == {} and documents["c"].acl == ["team-a"]
 
 
 def test_many_chunks_keep_every_document(monkeypatch):

@@ -29,6 +29,7 @@ __all__ = ["DocumentColumns", "Documents", "read_documents"]
 _CHUNK = 8192  # documents per Arrow chunk: the Python strings of one chunk are all a load holds at once
 _COLUMNS = ("id", "title", "text", "metadata")  # metadata: its JSON text, null where empty
 _SPARSE = ("acl", "created", "updated")  # kept per document only where not None
+_UNSET = dict.fromkeys(_SPARSE)
 
 
 class Documents(Mapping[str, Document]):
@@ -50,10 +51,15 @@ class Documents(Mapping[str, Document]):
         return self._document(i, *(chunk.column(name)[at].as_py() for name in _COLUMNS))
 
     def _document(self, i: int, doc_id: str, title: str, text: str, metadata: str | None) -> Document:
-        values: dict[str, Any] = {"id": doc_id, "title": title, "text": text}
-        if metadata is not None:
-            values["metadata"] = json.loads(metadata)
-        values.update(self._sparse.get(i, {}))
+        # Every field given (no default computed: pydantic's defaults cost more than the rest together).
+        values: dict[str, Any] = {
+            "id": doc_id,
+            "title": title,
+            "text": text,
+            "metadata": {} if metadata is None else json.loads(metadata),
+            **_UNSET,
+            **{name: list(v) if isinstance(v, list) else v for name, v in self._sparse.get(i, {}).items()},
+        }
         # Validated when the file was read: built without validating again, with the fields it set.
         return Document.model_construct(set(self._fields_set[i]), **values)
 
