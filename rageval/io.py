@@ -260,9 +260,14 @@ def read_json(path: Path, error: type[InputError] = InputError, file: str | None
 def read_jsonl(path: Path, file: str | None = None) -> tuple[list[tuple[int, dict[str, Any]]], list[Problem]]:
     """Read a JSON-lines file: (line number, object) pairs and a problem per malformed line (one for
     a file that cannot be read or is not UTF-8). Blank lines are skipped."""
-    file = str(path) if file is None else file
-    rows: list[tuple[int, dict[str, Any]]] = []
     problems: list[Problem] = []
+    rows = list(iter_jsonl(path, problems, file))
+    return rows, problems
+
+
+def iter_jsonl(path: Path, problems: list[Problem], file: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`read_jsonl`, streamed: each (line number, object) as it is read; problems added to ``problems``."""
+    file = str(path) if file is None else file
     for number, raw in read_lines(path, problems, file):
         if not raw.strip():
             continue
@@ -281,8 +286,7 @@ def read_jsonl(path: Path, file: str | None = None) -> tuple[list[tuple[int, dic
                 )
             )
             continue
-        rows.append((number, value))
-    return rows, problems
+        yield number, value
 
 
 def _json_type(value: Any) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
@@ -262,7 +262,7 @@ def diagnose(benchmark: Benchmark, tokenizer: str = "words", today: dt.date | No
     )
 
 
-def _evidence(case: Case, documents: dict[str, Document]) -> list[tuple[Document, str]]:
+def _evidence(case: Case, documents: Mapping[str, Document]) -> list[tuple[Document, str]]:
     """The case's best-graded evidence: (document, passage text) for each judgment of its top grade."""
     top = max((j.grade for j in case.relevant), default=0)
     if top <= 0:
@@ -276,7 +276,7 @@ def _evidence(case: Case, documents: dict[str, Document]) -> list[tuple[Document
     return out
 
 
-def _case(case: Case, documents: dict[str, Document], tokenizer: str, source: str | None) -> CaseDiagnostics:
+def _case(case: Case, documents: Mapping[str, Document], tokenizer: str, source: str | None) -> CaseDiagnostics:
     query = terms(case.query, tokenizer)
     evidence = _evidence(case, documents)
     reasons: list[str] = []
@@ -329,7 +329,7 @@ def _case(case: Case, documents: dict[str, Document], tokenizer: str, source: st
     )
 
 
-def _derived(case: Case, documents: dict[str, Document], evidence: float | None) -> list[str]:
+def _derived(case: Case, documents: Mapping[str, Document], evidence: float | None) -> list[str]:
     """The labels of :data:`RULES` the case's wording, judgments and documents give it."""
     labels = []
     if len(re.findall(r"\w+", case.query)) <= SHORT_WORDS:
@@ -352,7 +352,7 @@ def _derived(case: Case, documents: dict[str, Document], evidence: float | None)
     return labels
 
 
-def _facets(case: Case, documents: dict[str, Document]) -> dict[str, list[str]]:
+def _facets(case: Case, documents: Mapping[str, Document]) -> dict[str, list[str]]:
     evidence = [documents[j.documentId] for j in case.relevant if j.grade > 0]
     out: dict[str, list[str]] = {}
     for facet in DOCUMENT_FACETS:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from rageval.benchmark.columns import Documents, read_documents
 from rageval.benchmark.lineage import check_label_chunking, check_lineage
 from rageval.benchmark.lookalike import collisions, lookalike_key, shown
 from rageval.benchmark.provenance import Provenance, provenance_problems, retention_problems
@@ -34,6 +35,7 @@ from rageval.benchmark.schema import (
     BenchmarkSpec,
     Case,
     Document,
+    Judgment,
 )
 from rageval.errors import BenchmarkError, Problem
 from rageval.hashing import sha256_file, sha256_text
@@ -57,7 +59,7 @@ class Benchmark:
 
     path: Path
     spec: BenchmarkSpec
-    documents: dict[str, Document]
+    documents: Mapping[str, Document]  # a Documents (columns) when loaded; any mapping when built in memory
     cases: tuple[Case, ...]
     file_hashes: dict[str, str] = field(default_factory=dict)
 
@@ -146,7 +148,7 @@ def validate_benchmark(
     benchmark = Benchmark(
         path=root.resolve(),
         spec=spec,
-        documents={doc.id: doc for _, doc in documents},
+        documents=documents,
         cases=tuple(case for _, case in cases),
         file_hashes=file_hashes,
     )
@@ -252,20 +254,20 @@ def _first_lines(rows: Iterable[tuple[int, str]], file: str, what: str, problems
             seen[key] = number
 
 
-def _read_documents(path: Path, problems: list[Problem]) -> list[tuple[int, Document]]:
-    documents = _read_models(path, Document, problems, "documents")
-    _first_lines(((n, d.id) for n, d in documents), path.name, "document", problems)
-    _lookalike_lines(documents, path.name, problems)
+def _read_documents(path: Path, problems: list[Problem]) -> Documents:
+    documents, lines = read_documents(path, problems)
+    _first_lines(lines, path.name, "document", problems)
+    _lookalike_lines(lines, path.name, problems)
     return documents
 
 
-def _lookalike_lines(documents: list[tuple[int, Document]], file: str, problems: list[Problem]) -> None:
+def _lookalike_lines(documents: list[tuple[int, str]], file: str, problems: list[Problem]) -> None:
     """Two document IDs a reader cannot tell apart (Unicode forms, invisible characters, surrounding
     whitespace): a judgment or a run would match one of them by chance."""
     lines: dict[str, int] = {}
-    for number, doc in documents:
-        lines.setdefault(doc.id, number)
-    for group in collisions(doc.id for _, doc in documents):
+    for number, doc_id in documents:
+        lines.setdefault(doc_id, number)
+    for group in collisions(doc_id for _, doc_id in documents):
         first, *others = group
         for other in others:
             problems.append(
@@ -286,98 +288,124 @@ def _read_cases(path: Path, problems: list[Problem]) -> list[tuple[int, Case]]:
     return cases
 
 
+@dataclass(frozen=True)
+class _CaseRules:
+    """What every case is checked against: the corpus, the spec, the rubric; and where problems go."""
+
+    documents: Documents
+    spec: BenchmarkSpec | None
+    rubric: dict[int, str]
+    problems: list[Problem]
+
+    @property
+    def passage_unit(self) -> bool:
+        return self.spec is None or self.spec.relevanceUnit == "passage"
+
+    def problem(self, line: int, where: str, message: str, fix: str | None = None) -> None:
+        self.problems.append(Problem(file=CASES_FILE, line=line, field=where, message=message, fix=fix))
+
+
 def _check_cases(
     cases: list[tuple[int, Case]],
-    documents: list[tuple[int, Document]],
+    documents: Documents,
     spec: BenchmarkSpec | None,
     rubric: dict[int, str],
     problems: list[Problem],
 ) -> None:
-    texts = {doc.id: doc.text for _, doc in documents}
-    grades = ", ".join(str(g) for g in sorted(rubric))
-    passage_unit = spec is None or spec.relevanceUnit == "passage"
-
-    def problem(line: int, where: str, message: str, fix: str | None = None) -> None:
-        problems.append(Problem(file=CASES_FILE, line=line, field=where, message=message, fix=fix))
-
+    rules = _CaseRules(documents, spec, rubric, problems)
     for line, case in cases:
-        if spec is not None and case.corpusVersion != spec.corpusVersion:
-            problem(
-                line,
-                "corpusVersion",
-                f"judged against corpus '{shorten(case.corpusVersion)}', but the snapshot is '{spec.corpusVersion}'",
-                "re-judge the case against this corpus, or migrate its labels",
-            )
-        if spec is not None and case.split not in spec.splits:
-            problem(
-                line,
-                "split",
-                f"split '{shorten(case.split)}' is not declared in benchmark.yaml",
-                f"use one of: {', '.join(spec.splits)}",
-            )
-        for index, label in enumerate(case.slice):
-            wrong = key_part_problem(label, SLICE_KEY_ROOM)
-            if wrong:
-                problem(
-                    line,
-                    f"slice[{index}]",
-                    f"slice label {shorten(repr(label))} {wrong}",
-                    "rename the slice: letters, digits, '-' and '_' make the plainest keys",
-                )
+        _check_case_fields(line, case, rules)
         seen_units: dict[tuple[str, int | None, int | None], tuple[int, int]] = {}
         for index, item in enumerate(case.relevant):
-            where = f"relevant[{index}]"
-            if item.grade not in rubric:
-                problem(line, f"{where}.grade", f"grade {item.grade} is outside the rubric", f"use one of {grades}")
-            if texts and item.documentId not in texts:
-                alike = next((d for d in texts if lookalike_key(d) == lookalike_key(item.documentId)), None)
-                problem(
-                    line,
-                    f"{where}.documentId",
-                    f"unknown document '{shorten(item.documentId)}'"
-                    + (
-                        f" ({shown(item.documentId)}); documents.jsonl has the look-alike {shown(alike)}"
-                        if alike
-                        else ""
-                    ),
-                    "write the ID exactly as documents.jsonl does" if alike else "judge a document of documents.jsonl",
-                )
-                continue
-            if (item.start is None) != (item.end is None):
-                problem(line, where, "give both start and end, or neither")
-                continue
-            if item.span is not None:
-                start, end = item.span
-                if not passage_unit:
-                    problem(
-                        line,
-                        where,
-                        "start/end given, but the benchmark's relevanceUnit is 'document'",
-                        "drop the offsets or make the unit 'passage'",
-                    )
-                    continue
-                length = len(texts.get(item.documentId, ""))
-                if not (start < end <= length):
-                    problem(
-                        line,
-                        f"{where}.end" if end > length else f"{where}.start",
-                        f"offsets {start}–{end} fall outside document '{shorten(item.documentId)}' "
-                        f"(text length {length}) or are empty",
-                        "offsets are character positions into the document's text, start < end",
-                    )
-            unit = (item.documentId, item.start, item.end) if passage_unit else (item.documentId, None, None)
-            if unit in seen_units:
-                first, grade = seen_units[unit]
-                what = f"document '{shorten(item.documentId)}'" + (f" {item.start}–{item.end}" if item.span else "")
-                grades = f" with grades {grade} and {item.grade}" if grade != item.grade else ""
-                problem(
-                    line,
-                    f"{where}.documentId",
-                    f"{what} is judged twice (relevant[{first}] and relevant[{index}]){grades}",
-                    "keep one judgment per document" + (" and span" if passage_unit else ""),
-                )
-                continue
-            seen_units[unit] = (index, item.grade)
+            _check_judgment(line, index, item, seen_units, rules)
+
+
+def _check_case_fields(line: int, case: Case, rules: _CaseRules) -> None:
+    """A case's corpus version, split and slice labels."""
+    spec = rules.spec
+    if spec is not None and case.corpusVersion != spec.corpusVersion:
+        rules.problem(
+            line,
+            "corpusVersion",
+            f"judged against corpus '{shorten(case.corpusVersion)}', but the snapshot is '{spec.corpusVersion}'",
+            "re-judge the case against this corpus, or migrate its labels",
+        )
+    if spec is not None and case.split not in spec.splits:
+        rules.problem(
+            line,
+            "split",
+            f"split '{shorten(case.split)}' is not declared in benchmark.yaml",
+            f"use one of: {', '.join(spec.splits)}",
+        )
+    for index, label in enumerate(case.slice):
+        wrong = key_part_problem(label, SLICE_KEY_ROOM)
+        if wrong:
+            rules.problem(
+                line,
+                f"slice[{index}]",
+                f"slice label {shorten(repr(label))} {wrong}",
+                "rename the slice: letters, digits, '-' and '_' make the plainest keys",
+            )
+
+
+def _check_judgment(
+    line: int,
+    index: int,
+    item: Judgment,
+    seen_units: dict[tuple[str, int | None, int | None], tuple[int, int]],
+    rules: _CaseRules,
+) -> None:
+    """One judgment of a case: its grade, its document, its span, and whether the case judged its unit before."""
+    where = f"relevant[{index}]"
+    documents = rules.documents
+    if item.grade not in rules.rubric:
+        grades = ", ".join(str(g) for g in sorted(rules.rubric))
+        rules.problem(line, f"{where}.grade", f"grade {item.grade} is outside the rubric", f"use one of {grades}")
+    if len(documents) and item.documentId not in documents:
+        alike = next((d for d in documents if lookalike_key(d) == lookalike_key(item.documentId)), None)
+        rules.problem(
+            line,
+            f"{where}.documentId",
+            f"unknown document '{shorten(item.documentId)}'"
+            + (f" ({shown(item.documentId)}); documents.jsonl has the look-alike {shown(alike)}" if alike else ""),
+            "write the ID exactly as documents.jsonl does" if alike else "judge a document of documents.jsonl",
+        )
+        return
+    if (item.start is None) != (item.end is None):
+        rules.problem(line, where, "give both start and end, or neither")
+        return
+    if item.span is not None:
+        start, end = item.span
+        if not rules.passage_unit:
+            rules.problem(
+                line,
+                where,
+                "start/end given, but the benchmark's relevanceUnit is 'document'",
+                "drop the offsets or make the unit 'passage'",
+            )
+            return
+        length = documents.text_length(item.documentId)
+        if not (start < end <= length):
+            rules.problem(
+                line,
+                f"{where}.end" if end > length else f"{where}.start",
+                f"offsets {start}–{end} fall outside document '{shorten(item.documentId)}' "
+                f"(text length {length}) or are empty",
+                "offsets are character positions into the document's text, start < end",
+            )
+    unit = (item.documentId, item.start, item.end) if rules.passage_unit else (item.documentId, None, None)
+    if unit in seen_units:
+        first, grade = seen_units[unit]
+        what = f"document '{shorten(item.documentId)}'" + (f" {item.start}–{item.end}" if item.span else "")
+        grades = f" with grades {grade} and {item.grade}" if grade != item.grade else ""
+        rules.problem(
+            line,
+            f"{where}.documentId",
+            f"{what} is judged twice (relevant[{first}] and relevant[{index}]){grades}",
+            "keep one judgment per document" + (" and span" if rules.passage_unit else ""),
+        )
+        return
+    seen_units[unit] = (index, item.grade)
 
 
 def _check_provenance(

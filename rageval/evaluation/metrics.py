@@ -48,7 +48,7 @@ from rageval.evaluation.convert import as_measures, as_qrels, as_run_frame
 from rageval.evaluation.measures import Measure, parse_measure
 from rageval.evaluation.native import NATIVE, NATIVE_MEASURES, Context, divide, native_values, supports
 from rageval.evaluation.ordering import Ranked, rank_run
-from rageval.evaluation.qrels import graded_by_id, locate_judgments
+from rageval.evaluation.qrels import Graded, Judgments, graded_by_id, locate_judgments
 from rageval.evaluation.spans import Evidence, grade_passages
 
 __all__ = ["PROVIDERS", "Evaluation", "Provider", "evaluate"]
@@ -108,6 +108,22 @@ class Evaluation:
         return frame.sort_values(["query_id", "measure"], kind="stable").reset_index(drop=True)
 
 
+@dataclass(frozen=True)
+class Options:
+    """The contract's options of one evaluation, as :func:`evaluate` takes them (recorded with its values)."""
+
+    ties: TiePolicy = "docid-asc"
+    duplicates: DuplicatePolicy = "keep-first"
+    missing: MissingPolicy = "zero"
+    no_relevant: NoRelevantPolicy = "skip"
+    relevance: int = 1
+    gain: Gain = "grade"
+    depth: int = DEFAULT_DEPTH
+
+    def record(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
 def evaluate(
     run: pd.DataFrame | Any,
     qrels: Mapping[str, Mapping[str, int]] | Evidence | Any,
@@ -135,31 +151,72 @@ def evaluate(
     every measure there (same values; for cross-checks). Always returns an :class:`Evaluation`;
     never writes anything.
     """
+    options = Options(ties, duplicates, missing, no_relevant, relevance, gain, depth)
     # The field's shapes (ir-measures and ranx runs, qrels and measures; peers' column names) as rageval's.
     run = as_run_frame(run)
     if not isinstance(qrels, Evidence) and not _native_qrels(qrels):
         qrels = as_qrels(qrels)
     parsed = tuple(m if isinstance(m, Measure) else parse_measure(m) for m in as_measures(measures))
-    _check_options(missing, no_relevant, relevance, gain, depth, provider)
+    _check_options(options, provider)
     ranked = rank_run(run, ties, duplicates)
     if isinstance(qrels, Evidence):
-        judgments = None
-        graded = grade_passages(ranked, qrels, run)
+        judgments, graded = None, grade_passages(ranked, qrels, run)
     else:
         judgments = locate_judgments(qrels, ranked)
         graded = graded_by_id(judgments)
+    scope = _scope(ranked, graded, options)
+    ctx = Context(ranked, graded, relevance, gain)
+    columns, providers = _values(parsed, ctx, scope.codes, judgments, provider)
+    per_query = pd.DataFrame({m.text: columns[m.text] for m in parsed}, index=pd.Index(scope.evaluated, dtype=object))
+    diagnostics = _diagnostics(ranked, ctx, depth).iloc[scope.codes].set_axis(pd.Index(scope.evaluated, dtype=object))
+    per_query, diagnostics = _with_missing(per_query, diagnostics, scope.absent if missing == "zero" else [], depth)
+    policy = {
+        "contract": CONTRACT,
+        **{k: str(v) for k, v in options.record().items()},
+        "provider": "+".join(sorted(set(providers.values()))) or "none",
+    }
+    return Evaluation(
+        per_query=per_query,
+        measures=parsed,
+        skipped=tuple(scope.skipped),
+        missing=tuple(scope.absent),
+        policy=policy,
+        providers=providers,
+        diagnostics=diagnostics,
+        duplicates=int(ranked.dropped.sum()),
+        contract=contract_record(**options.record()),
+    )
 
-    # The queries that get values: answerable ones, or (trec_eval's rule) every query with a judgment.
+
+@dataclass(frozen=True)
+class _Scope:
+    """Which queries get values: the ranked run's codes evaluated, their IDs, and the queries skipped or absent."""
+
+    codes: np.ndarray
+    evaluated: np.ndarray
+    skipped: list[str]
+    absent: list[str]
+
+
+def _scope(ranked: Ranked, graded: Graded, options: Options) -> _Scope:
+    """The queries that get values: answerable ones, or (trec_eval's rule) every query with a judgment."""
     items = graded.item_query
-    judged = items if no_relevant == "score" else items[graded.item_grade >= relevance]
+    judged = items if options.no_relevant == "score" else items[graded.item_grade >= options.relevance]
     scored = set(judged.tolist())
     in_run = set(ranked.queries.tolist())
-    skipped = sorted((set(graded.queries) | in_run) - scored)
-    absent = sorted(scored - in_run)
     codes = np.flatnonzero(pd.Index(ranked.queries, dtype=object).isin(scored))
-    evaluated = ranked.queries[codes]
+    return _Scope(
+        codes=codes,
+        evaluated=ranked.queries[codes],
+        skipped=sorted((set(graded.queries) | in_run) - scored),
+        absent=sorted(scored - in_run),
+    )
 
-    ctx = Context(ranked, graded, relevance, gain)
+
+def _values(
+    parsed: tuple[Measure, ...], ctx: Context, codes: np.ndarray, judgments: Judgments | None, provider: str
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Each measure's values on the evaluated query codes, and the provider that computed it."""
     providers: dict[str, str] = {}
     columns: dict[str, np.ndarray] = {}
     deferred = []
@@ -176,17 +233,21 @@ def evaluate(
             "(evaluate at document level, or give the run chunk IDs of one chunking)"
         )
     if deferred and judgments is not None:
-        values, names = ir_measures_values(deferred, ranked, judgments, codes, relevance, gain)
+        values, names = ir_measures_values(deferred, ctx.ranked, judgments, codes, ctx.relevance, ctx.gain)
         columns.update(values)
         providers.update(names)
+    return columns, providers
 
-    per_query = pd.DataFrame({m.text: columns[m.text] for m in parsed}, index=pd.Index(evaluated, dtype=object))
-    diagnostics = _diagnostics(ranked, ctx, depth).iloc[codes].set_axis(pd.Index(evaluated, dtype=object))
-    if missing == "zero" and absent:
-        per_query = pd.concat(
-            [per_query, pd.DataFrame(0.0, index=pd.Index(absent, dtype=object), columns=per_query.columns)]
-        )
-        zero = pd.DataFrame(0.0, index=pd.Index(absent, dtype=object), columns=diagnostics.columns)
+
+def _with_missing(
+    per_query: pd.DataFrame, diagnostics: pd.DataFrame, absent: list[str], depth: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both frames with a zero row for each judged query the run lacks (the ``missing="zero"`` rule),
+    sorted by query ID, floats, indexed by ``query_id``."""
+    if absent:
+        index = pd.Index(absent, dtype=object)
+        per_query = pd.concat([per_query, pd.DataFrame(0.0, index=index, columns=per_query.columns)])
+        zero = pd.DataFrame(0.0, index=index, columns=diagnostics.columns)
         zero[_tie_column(depth)] = np.nan
         diagnostics = pd.concat([diagnostics, zero])
     # One index type whatever was concatenated (pandas may infer a string dtype when joining indexes).
@@ -194,32 +255,7 @@ def evaluate(
     per_query.index = pd.Index(per_query.index, dtype=object, name="query_id")
     diagnostics = diagnostics.astype(float).sort_index()
     diagnostics.index = pd.Index(diagnostics.index, dtype=object, name="query_id")
-
-    options = {
-        "ties": ties,
-        "duplicates": duplicates,
-        "missing": missing,
-        "no_relevant": no_relevant,
-        "relevance": relevance,
-        "gain": gain,
-        "depth": depth,
-    }
-    policy = {
-        "contract": CONTRACT,
-        **{k: str(v) for k, v in options.items()},
-        "provider": "+".join(sorted(set(providers.values()))) or "none",
-    }
-    return Evaluation(
-        per_query=per_query,
-        measures=parsed,
-        skipped=tuple(skipped),
-        missing=tuple(absent),
-        policy=policy,
-        providers=providers,
-        diagnostics=diagnostics,
-        duplicates=int(ranked.dropped.sum()),
-        contract=contract_record(**options),
-    )
+    return per_query, diagnostics
 
 
 def _native_qrels(qrels: object) -> bool:
@@ -230,12 +266,13 @@ def _native_qrels(qrels: object) -> bool:
     )
 
 
-def _check_options(missing: str, no_relevant: str, relevance: int, gain: str, depth: int, provider: str) -> None:
+def _check_options(options: Options, provider: str) -> None:
     """The options :func:`evaluate` checks itself (the tie and duplicate policies: ordering checks those)."""
-    check_choice("missing-query policy", missing, MISSING_POLICIES)
-    check_choice("no-relevant-query policy", no_relevant, NO_RELEVANT_POLICIES)
-    check_choice("gain", gain, GAINS)
+    check_choice("missing-query policy", options.missing, MISSING_POLICIES)
+    check_choice("no-relevant-query policy", options.no_relevant, NO_RELEVANT_POLICIES)
+    check_choice("gain", options.gain, GAINS)
     check_choice("provider", provider, PROVIDERS)
+    relevance, depth = options.relevance, options.depth
     if isinstance(relevance, bool) or not isinstance(relevance, int | np.integer) or relevance < 1:
         raise EvaluationError(f"relevance threshold must be an integer grade >= 1 (got {relevance!r})")
     if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 1:

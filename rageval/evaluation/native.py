@@ -45,6 +45,7 @@ class Context:
     """
 
     def __init__(self, ranked: Ranked, graded: Graded, relevance: int, gain: str) -> None:
+        self.ranked = ranked
         self.size = len(ranked.queries)
         self.lengths = ranked.lengths.astype(np.float64)
         self.relevance = relevance

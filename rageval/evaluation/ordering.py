@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -37,15 +38,24 @@ class Ranked:
     query: np.ndarray  # per kept row: query code (non-decreasing)
     rank: np.ndarray  # per kept row: 1-based rank within its query
     score: np.ndarray  # per kept row
-    row: np.ndarray  # per kept row: its position in the input frame
+    order: np.ndarray | None  # per kept row: its position in the input frame; None: the input's own order
     hash: np.ndarray  # per kept row: hash of its document ID
     docs: pa.Array  # the input's document IDs, in input order
     lengths: np.ndarray  # per query: kept rows
     dropped: np.ndarray  # per query: duplicates dropped
 
+    @cached_property
+    def row(self) -> np.ndarray:
+        """Per kept row: its position in the input frame."""
+        return np.arange(len(self.query)) if self.order is None else self.order
+
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """The input positions of the given kept-row positions (no array of every row built)."""
+        return positions if self.order is None else self.order[positions]
+
     def doc_ids(self, rows: np.ndarray | None = None) -> np.ndarray:
         """Document IDs (str objects) of the kept rows, or of the given kept-row positions."""
-        positions = self.row if rows is None else self.row[rows]
+        positions = self.row if rows is None else self.rows(rows)
         return self.docs.take(pa.array(positions, type=pa.int64())).to_numpy(zero_copy_only=False)
 
 
@@ -66,7 +76,7 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
     order = _decide_order(run, codes, score, docs, ties, grouped_lengths)
     doc_hash = hash_strings(docs)
     if order is None:  # already in the decided order: no gathers
-        order, query = np.arange(len(codes)), codes
+        query = codes
     else:
         query, score, doc_hash = codes[order], score[order], doc_hash[order]
     rank = ranks(query, counts)
@@ -74,14 +84,18 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
     dropped = np.bincount(query[dropped_at], minlength=len(queries))
     if len(dropped_at):
         if duplicates == "error":
-            examples = ", ".join(f"{queries[query[i]]}/{docs[int(order[i])].as_py()}" for i in dropped_at[:5])
+            at = dropped_at if order is None else order[dropped_at]
+            examples = ", ".join(
+                f"{queries[query[i]]}/{docs[int(j)].as_py()}" for i, j in zip(dropped_at[:5], at[:5], strict=True)
+            )
             raise EvaluationError(
                 f"{len(dropped_at)} repeated document(s) within a query's ranking (e.g. {examples}); "
                 "deduplicate the run or evaluate with duplicates='keep-first'"
             )
-        keep = np.ones(len(order), dtype=bool)
+        keep = np.ones(len(query), dtype=bool)
         keep[dropped_at] = False
-        order, query, score, doc_hash = order[keep], query[keep], score[keep], doc_hash[keep]
+        order = np.flatnonzero(keep) if order is None else order[keep]
+        query, score, doc_hash = query[keep], score[keep], doc_hash[keep]
         counts = counts - dropped
         rank = ranks(query, counts)
     return Ranked(
@@ -89,7 +103,7 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         query=query,
         rank=rank,
         score=score,
-        row=order,
+        order=order,
         hash=doc_hash,
         docs=docs,
         lengths=counts,
@@ -108,6 +122,8 @@ def ranks(query: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
         counts = np.diff(np.r_[starts, n])
     else:
         counts = counts[counts > 0]
+        if len(counts) and (counts == counts[0]).all():  # k rows per query, as a retrieval stage writes
+            return np.tile(np.arange(1, int(counts[0]) + 1, dtype=np.int64), len(counts))
         starts = np.cumsum(counts) - counts
     # Ones, each query's first row stepping back by the previous query's length, summed: one array.
     rank = np.ones(n, dtype=np.int64)
@@ -121,10 +137,10 @@ def _breaks(lengths: np.ndarray) -> np.ndarray:
     return np.cumsum(lengths[lengths > 0])[:-1] - 1
 
 
-def _off(positions: np.ndarray, breaks: np.ndarray) -> np.ndarray:
-    """``positions`` (ascending) that are not query breaks: pairs of rows inside one query."""
-    at = np.minimum(np.searchsorted(breaks, positions), max(len(breaks) - 1, 0))
-    return positions[breaks[at] != positions] if len(breaks) else positions
+def _inside(pairs: np.ndarray, breaks: np.ndarray) -> np.ndarray:
+    """``pairs`` (a mask over adjacent rows i, i + 1 of a grouped run) where both rows are in one query. In place."""
+    pairs[breaks] = False
+    return pairs
 
 
 def _decide_order(
@@ -142,7 +158,7 @@ def _decide_order(
         rank = run["rank"].to_numpy(dtype=np.float64)
         if np.isnan(rank).any():
             raise EvaluationError(f"{int(np.isnan(rank).sum())} missing rank(s) in the run's rank column")
-        if breaks is not None and not len(_off(np.flatnonzero(rank[1:] < rank[:-1]), breaks)):
+        if breaks is not None and not _inside(rank[1:] < rank[:-1], breaks).any():
             return None
         return np.lexsort((rank, codes))
     if np.isnan(score).any():
@@ -150,14 +166,12 @@ def _decide_order(
             f"{int(np.isnan(score).sum())} missing score(s); score-ordered tie policies need every score "
             "(or evaluate with ties='input-order')"
         )
-    if breaks is not None and not len(_off(np.flatnonzero(score[1:] > score[:-1]), breaks)):
+    if breaks is not None and not _inside(score[1:] > score[:-1], breaks).any():
         # Grouped, each query in score order: only tied rows may move.
-        tied_at = _off(np.flatnonzero(score[1:] == score[:-1]), breaks)
-        if not len(tied_at):
+        tied = _inside(score[1:] == score[:-1], breaks)
+        if not tied.any():
             return None
         order = np.arange(len(codes))
-        tied = np.zeros(len(codes) - 1, dtype=bool)
-        tied[tied_at] = True
     else:
         order = _score_order(codes, score)
         ordered_score, ordered_codes = score[order], codes[order]
@@ -200,10 +214,15 @@ def _sort_tied_by_doc(order: np.ndarray, tied: np.ndarray, docs: pa.Array, *, de
 
 
 def _duplicates(
-    query: np.ndarray, rank: np.ndarray, doc_hash: np.ndarray, order: np.ndarray, docs: pa.Array, counts: np.ndarray
+    query: np.ndarray,
+    rank: np.ndarray,
+    doc_hash: np.ndarray,
+    order: np.ndarray | None,
+    docs: pa.Array,
+    counts: np.ndarray,
 ) -> np.ndarray:
     """Positions (in the decided order) of repeated (query, document) rows after their first
-    occurrence; ``counts``: each query code's rows."""
+    occurrence; ``counts``: each query code's rows; ``order``: their input positions (None: the same)."""
     n, size = len(query), len(counts)
     if n < 2:
         return EMPTY
@@ -238,7 +257,8 @@ def _duplicates(
             return EMPTY
         candidates = np.flatnonzero(pd.Index(keys).isin(np.unique(suspects)))
     # Equal hashes only suggest a repeat: confirm on the IDs themselves.
-    names = docs.take(pa.array(order[candidates], type=pa.int64())).to_numpy(zero_copy_only=False)
+    at = candidates if order is None else order[candidates]
+    names = docs.take(pa.array(at, type=pa.int64())).to_numpy(zero_copy_only=False)
     confirmed = pd.DataFrame({"q": query[candidates], "d": names}).duplicated(keep="first").to_numpy()
     return candidates[confirmed]
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from rageval.evaluation.ids import arrow_strings, hash_strings, query_key
 from rageval.evaluation.ordering import EMPTY, Ranked
@@ -63,13 +66,27 @@ def locate_judgments(qrels: Mapping[str, Mapping[str, int]], ranked: Ranked) -> 
     names = [str(q) for q in qrels]
     sizes = [len(judged) for judged in qrels.values()]
     query = np.repeat(np.array(names, dtype=object), sizes)
-    doc = np.array([str(d) for judged in qrels.values() for d in judged], dtype=object)
-    grade = np.array([int(g) for judged in qrels.values() for g in judged.values()], dtype=np.int64)
+    doc = _strings(list(chain.from_iterable(qrels.values())))
+    grade = _grades(list(chain.from_iterable(judged.values() for judged in qrels.values())))
     # Each query's code looked up once, not once per judgment.
     per_query = pd.Index(ranked.queries, dtype=object).get_indexer(np.array(names, dtype=object))
     code = np.repeat(per_query.astype(np.int64), sizes) if len(query) else EMPTY
     row = _locate(ranked, doc, code)
     return Judgments(tuple(dict.fromkeys(names)), query, doc, grade, code, row)
+
+
+def _strings(values: list[object]) -> np.ndarray:
+    """``values`` as an object array of str (each converted unless it already is one)."""
+    if set(map(type, values)) <= {str}:
+        return np.array(values, dtype=object)
+    return np.array([str(v) for v in values], dtype=object)
+
+
+def _grades(values: list[object]) -> np.ndarray:
+    """Grades as int64: integers as they are, anything else through ``int()`` (as before)."""
+    if set(map(type, values)) <= {int}:
+        return np.array(values, dtype=np.int64)
+    return np.array([int(v) for v in values], dtype=np.int64)  # type: ignore[call-overload]
 
 
 def _locate(ranked: Ranked, doc: np.ndarray, code: np.ndarray) -> np.ndarray:
@@ -78,16 +95,18 @@ def _locate(ranked: Ranked, doc: np.ndarray, code: np.ndarray) -> np.ndarray:
     known = np.flatnonzero(code >= 0)
     if len(known) == 0 or len(ranked.query) == 0:
         return row
-    doc_hash = hash_strings(arrow_strings(doc[known], "document ID"))
+    judged_docs = arrow_strings(doc[known], "document ID")
+    doc_hash = hash_strings(judged_docs)
     keys = pd.Index(doc_hash ^ query_key(code[known]))
     if keys.is_unique:
         candidates = _candidates(ranked, doc_hash, code[known])
         at = keys.get_indexer(ranked.hash[candidates] ^ query_key(ranked.query[candidates]))
         hits = candidates[at >= 0]
-        judgment = known[at[at >= 0]]
-        # A hash match is a candidate; the IDs decide.
-        if (ranked.doc_ids(hits) == doc[judgment]).all() and (ranked.query[hits] == code[judgment]).all():
-            row[judgment] = hits
+        at = at[at >= 0]
+        # A hash match is a candidate; the IDs decide (compared as Arrow strings: no Python objects).
+        same_doc = pc.all(pc.equal(ranked.docs.take(pa.array(ranked.rows(hits))), judged_docs.take(pa.array(at))))
+        if (same_doc.as_py() is not False) and (ranked.query[hits] == code[known[at]]).all():
+            row[known[at]] = hits
             return row
     # A hash collision: join on the IDs themselves (exact, slower).
     kept = pd.DataFrame({"q": ranked.query, "d": ranked.doc_ids(), "row": np.arange(len(ranked.query))})
@@ -106,13 +125,18 @@ def _candidates(ranked: Ranked, doc_hash: np.ndarray, code: np.ndarray) -> np.nd
     keys discards most rows, including a judged document retrieved for another query."""
     bits = min(max(10, int(16 * len(code)).bit_length()), 30)
     shift = np.uint64(64 - bits)
-    table = np.zeros(1 << bits, dtype=bool)
-    table[(doc_hash + code.astype(np.uint64) * _SPREAD) >> shift] = True
+    mask, shift2 = np.uint64((1 << bits) - 1), np.uint64(max(64 - 2 * bits, 0))
+    judged = doc_hash + code.astype(np.uint64) * _SPREAD
+    # Two tables on the key's top bits and the bits below them (a product's best-mixed bits): the
+    # second discards most of the first's false hits, for a pass over those hits only.
+    top, below = np.zeros(1 << bits, dtype=bool), np.zeros(1 << bits, dtype=bool)
+    top[judged >> shift] = True
+    below[(judged >> shift2) & mask] = True
     found = []
     for low in range(0, len(ranked.query), _BLOCK):
         key = ranked.query[low : low + _BLOCK].astype(np.uint64)
         key *= _SPREAD
         key += ranked.hash[low : low + _BLOCK]
-        key >>= shift
-        found.append(np.flatnonzero(table[key]) + low)
+        hit = np.flatnonzero(top[key >> shift])
+        found.append(hit[below[(key[hit] >> shift2) & mask]] + low)
     return np.concatenate(found)

@@ -21,6 +21,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
@@ -82,7 +83,7 @@ class LabelSheet:
             raise InputError(Problem(file=str(pool), message="no pool here", fix=fix))
         self.manifest: PoolManifest = read_pool(pool)
         benchmark = load_benchmark(source.benchmark or self.manifest.path, retention=False)
-        self.documents: dict[str, Document] = benchmark.documents
+        self.documents: Mapping[str, Document] = benchmark.documents
         self.rows = read_sheet(self.path)
         self._lock = threading.Lock()
 
@@ -175,7 +176,7 @@ class ReviewSheet:
     def __init__(self, path: Path) -> None:
         self.path = path
         benchmark = load_benchmark(path.parent, retention=False)
-        self.documents: dict[str, Document] = benchmark.documents
+        self.documents: Mapping[str, Document] = benchmark.documents
         self.queries = {case.queryId: case.query for case in benchmark.cases}
         self.rubric = dict(benchmark.spec.rubric)
         self.rows = [row for _, row in read_review(path)]

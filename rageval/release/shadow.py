@@ -20,7 +20,7 @@ judgment pool is built from.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -230,12 +230,12 @@ class ShadowAnalysis:
         return dict(rows.iloc[0]) if len(rows) else {}
 
 
-def parent_of(item: str, documents: dict[str, Document]) -> str:
+def parent_of(item: str, documents: Mapping[str, Document]) -> str:
     """A logged ID's document: itself, or a chunk ID's parent (``{parent}#{hash}-{position}``)."""
     return item if item in documents or "#" not in item else item.rsplit("#", 1)[0]
 
 
-def _leaks(ids: Sequence[str], principal: Sequence[str] | None, documents: dict[str, Document]) -> list[int]:
+def _leaks(ids: Sequence[str], principal: Sequence[str] | None, documents: Mapping[str, Document]) -> list[int]:
     """The ranks of results the principal may not see (the same rule as the filter stage's)."""
     groups = set(principal or ())
     out = []
