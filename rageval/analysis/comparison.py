@@ -18,7 +18,7 @@ import pandas as pd
 
 from rageval.analysis.diffs import Judgments, diff_table, ordered, recall_curve
 from rageval.analysis.paired import ALL, query_slices, wide_scores
-from rageval.analysis.records import RunArtifacts, RunInfo
+from rageval.analysis.records import LATENCY_TAG, RunArtifacts, RunInfo
 from rageval.analysis.tables import frontier_table, per_query_deltas, significance_table, stage_table
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError
@@ -73,15 +73,29 @@ class Comparison:
         order = [ALL, *sorted(s for s in view.index if s != ALL)]
         return view.loc[order]
 
+    def deltas(self) -> pd.DataFrame:
+        """Per candidate and measure over all queries: the delta against the baseline and its Holm
+        p-value (the table ``tables/deltas`` of a comparison run; once 2 metric keys per pair)."""
+        rows = self.overall[self.overall["role"] == "candidate"]
+        return rows[[c for c in ("run", "measure", "level", "delta", "p_holm") if c in rows.columns]].reset_index(
+            drop=True
+        )
+
+    def best(self) -> str | None:
+        """The candidate with the largest delta on the primary measure (None without candidates)."""
+        rows = self.overall[(self.overall["role"] == "candidate") & (self.overall["measure"] == self.primary)]
+        rows = rows.dropna(subset=["delta"])
+        return None if rows.empty else str(rows.sort_values(["delta", "run"], ascending=[False, True]).iloc[0]["run"])
+
     def metrics(self) -> dict[str, float]:
-        """Per candidate and measure: delta and Holm p-value over all queries (MLflow keys)."""
-        out = {}
-        for row in self.overall[self.overall["role"] == "candidate"].itertuples(index=False):
-            # '/' in a run label (family/member) stays a separator the UI groups by; metric_key never writes one
-            run = "/".join(metric_key(part) for part in str(row.run).split("/"))
-            key = f"{run}/{'/'.join(metric_key(part) for part in str(row.measure).split('/'))}"
-            out[f"delta/{key}"] = row.delta
-            out[f"p_holm/{key}"] = row.p_holm
+        """The headline only: the best candidate's delta and Holm p-value on the primary measure
+        (``delta_KEY``, ``p_holm_KEY``); every candidate × measure is :meth:`deltas`."""
+        best = self.best()
+        if best is None:
+            return {}
+        row = self.overall[(self.overall["run"] == best) & (self.overall["measure"] == self.primary)].iloc[0]
+        key = metric_key(self.primary)
+        out = {f"delta_{key}": row["delta"], f"p_holm_{key}": row["p_holm"]}
         return {k: float(v) for k, v in out.items() if pd.notna(v)}
 
 
@@ -93,6 +107,13 @@ def evidence_means(queries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         for run, frame in queries.items()
     ]
     return pd.DataFrame(rows, columns=["run", *EVIDENCE_MEASURES])
+
+
+def latency_recorded(runs: Sequence[RunArtifacts], labels: Mapping[str, str]) -> pd.DataFrame:
+    """Per run: what its recorded latency means (its ``rageval.latency`` tag: clock and load), or
+    "clock and load not recorded" for a run recorded before the tag."""
+    text = [r.info.tags.get(LATENCY_TAG, "clock and load not recorded") for r in runs]
+    return pd.DataFrame({"run": [labels[r.info.run_id] for r in runs], "latency": text})
 
 
 def refuse_failed_queries(runs: Sequence[tuple[str, RunInfo, pd.DataFrame | None]]) -> None:
@@ -215,9 +236,9 @@ def compare(
         stages=stage_table({labels[r.info.run_id]: r.stages for r in runs}, baseline),
         latency=latency[["run", "query_id", "stage", "seconds"]],
         frontier=frontier_table(sweep, labels, chosen[0]),
-        costs=frontier_table(runs, labels, chosen[0])[["run", "p95_ms", "context_tokens"]].merge(
-            evidence_means({labels[r.info.run_id]: r.queries for r in runs}), on="run", how="left"
-        ),
+        costs=frontier_table(runs, labels, chosen[0])[["run", "p95_ms", "context_tokens"]]
+        .merge(evidence_means({labels[r.info.run_id]: r.queries for r in runs}), on="run", how="left")
+        .merge(latency_recorded(runs, labels), on="run", how="left"),
         differences=list(inputs.differences),
         warnings=list(inputs.warnings),
         settings={

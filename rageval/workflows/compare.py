@@ -20,7 +20,7 @@ from rageval.errors import NotebookExecutionError, TrackingError
 from rageval.execution.notebooks import check_parameters, execute_into
 from rageval.execution.render import notebook_html
 from rageval.paths import project_root
-from rageval.tracking.records import NOTE_TAG, comparison_note
+from rageval.tracking.records import NOTE_TAG, comparison_note, role_tags
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import release_warnings, sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -80,16 +80,13 @@ def execute_comparison(
         **git_state(project_root()),
         "rageval.version": RAGEVAL_VERSION,
         "rageval.kind": "comparison",
-        "rageval.compare.baseline": baseline,
-        "rageval.compare.candidates": ",".join(ids),
-        "rageval.compare.split": base.tags.get("rageval.split", ""),
+        # the split's own column (an evaluation run's rageval.split), not one more of the comparison's
+        "rageval.split": base.tags.get("rageval.split", ""),
         "rageval.compare.allow_mismatch": str(allow_mismatch).lower(),
         "rageval.benchmark.name": base.tags.get("rageval.benchmark.name", ""),
         "rageval.benchmark.version": base.tags.get("rageval.benchmark.version", ""),
     }
-    tags["rageval.baseline"] = baseline
-    tags[f"rageval.role.{baseline}"] = "baseline"
-    tags.update({f"rageval.role.{i}": "candidate" for i in ids})
+    tags.update(role_tags(baseline, ids))
     parents = {i.tags.get("rageval.sweep.parent") for i in [base, *infos]} - {None}
     if sweep:
         tags["rageval.compare.sweep"] = sweep
@@ -103,11 +100,9 @@ def execute_comparison(
         tags["rageval.warning.release"] = "\n".join(release)[:4000]
     if left_out:
         tags["rageval.compare.left_out"] = "\n".join(left_out)[:4000]
+    # The baseline, candidates, sweep and allow_mismatch are tags (rageval.baseline, rageval.candidates,
+    # rageval.compare.*): a param each too would be 4 more columns of the same values.
     params = {
-        "baseline": baseline,
-        "candidates": ids,
-        "sweep": sweep or "",
-        "allow_mismatch": allow_mismatch,
         "max_release_evaluations": max_release_evaluations,
         **{f"notebook.{k}": v for k, v in extra.items()},
     }
@@ -142,7 +137,8 @@ def execute_comparison(
         with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
             executed = tracker.download(run_id, f"notebook/{notebook.name}", Path(tmp))
             tracker.log_bytes(run_id, f"notebook/{notebook.with_suffix('.html').name}", notebook_html(executed))
-        deltas = {k: v for k, v in tracker.run(run_id).metrics.items() if k.startswith("delta/")}
+        rows = overall[overall["role"] == "candidate"].dropna(subset=["delta"]) if "role" in overall else overall[:0]
+        deltas = {f"{r.run}/{r.measure}": float(r.delta) for r in rows.itertuples(index=False)}
         tracker.set_tags(run_id, {NOTE_TAG: comparison_note(base.name, [i.name for i in infos], deltas, link)})
         digest = tracker.seal(run_id)
     except Exception as exc:
