@@ -88,8 +88,6 @@ def execute_comparison(
     }
     tags.update(role_tags(baseline, ids))
     parents = {i.tags.get("rageval.sweep.parent") for i in [base, *infos]} - {None}
-    if sweep:
-        tags["rageval.compare.sweep"] = sweep
     link = sweep or (parents.pop() if len(parents) == 1 else None)
     if link:
         tags["rageval.sweep.parent"] = link

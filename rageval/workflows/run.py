@@ -162,7 +162,6 @@ def run_params(config: RunConfig, overrides: Sequence[str]) -> dict[str, Any]:
     contract's params are what :mod:`rageval.analysis.comparability` checks."""
     evaluation = config.evaluation
     return {
-        "name": config.name,
         "benchmark": config.benchmark,
         "split": config.split,
         "pipeline": pipeline_summary(config),
