@@ -164,6 +164,13 @@ def _measures(
     return chosen
 
 
+# What every comparison's statistics are (recorded in its settings beside the numbers asked for).
+TEST_SETTINGS = {
+    "test": "paired randomization (sign flip), two-sided",
+    "correction": "Holm over measures x slices, per candidate and level",
+}
+
+
 def compare(
     inputs: ComparisonInputs,
     *,
@@ -199,26 +206,10 @@ def compare(
         seed=seed,
     )
     # A passage-level run's parent measures (``parent/…``, from runs that recorded them) line up beside its own.
-    table.insert(
-        table.columns.get_loc("measure") + 1,
-        "level",
-        [measure_level(m, inputs.judgments.level) for m in table["measure"]],
-    )
+    levels = [measure_level(m, inputs.judgments.level) for m in table["measure"]]
+    table.insert(table.columns.get_loc("measure") + 1, "level", levels)
     deltas = per_query_deltas(scores, baseline, chosen)
-
-    orders, curves = {}, []
-    ks = list(range(1, max_k + 1))
-    for run in runs:
-        label = labels[run.info.run_id]
-        config = config_from_yaml(run.config_yaml)
-        level_ranking = ordered(run.rankings, config, inputs.judgments.level)
-        chunk_ranking = run.rankings.sort_values(["query_id", "rank"], kind="stable")
-        orders[label] = (level_ranking, chunk_ranking)
-        curve = recall_curve(
-            level_ranking, inputs.judgments.qrels, list(scores[label].index), ks, config.evaluation.relevance
-        )
-        curves.append(curve.reset_index().assign(run=label))
-    recall = pd.concat(curves, ignore_index=True)[["run", "k", "recall"]]
+    orders, recall = _orders_and_recall(runs, labels, scores, inputs.judgments, max_k)
     diffs = diff_table(deltas, chosen[0], inputs.judgments, orders, baseline, top_n=top_n, depth=depth)
     latency = pd.concat([r.latency.assign(run=labels[r.info.run_id]) for r in runs], ignore_index=True)
     # A sweep's frontier shows the compared runs among its members.
@@ -236,21 +227,44 @@ def compare(
         stages=stage_table({labels[r.info.run_id]: r.stages for r in runs}, baseline),
         latency=latency[["run", "query_id", "stage", "seconds"]],
         frontier=frontier_table(sweep, labels, chosen[0]),
-        costs=frontier_table(runs, labels, chosen[0])[["run", "p95_ms", "context_tokens"]]
-        .merge(evidence_means({labels[r.info.run_id]: r.queries for r in runs}), on="run", how="left")
-        .merge(latency_recorded(runs, labels), on="run", how="left"),
+        costs=_costs(runs, labels, chosen[0]),
         differences=list(inputs.differences),
         warnings=list(inputs.warnings),
         settings={
-            "confidence": confidence,
-            "resamples": resamples,
-            "samples": samples,
-            "seed": seed,
-            "top_n": top_n,
-            "depth": depth,
-            "test": "paired randomization (sign flip), two-sided",
-            "correction": "Holm over measures x slices, per candidate and level",
+            **{"confidence": confidence, "resamples": resamples, "samples": samples, "seed": seed},
+            **{"top_n": top_n, "depth": depth, **TEST_SETTINGS},
         },
+    )
+
+
+def _orders_and_recall(
+    runs: Sequence[RunArtifacts],
+    labels: Mapping[str, str],
+    scores: Mapping[str, pd.DataFrame],
+    judgments: Judgments,
+    max_k: int,
+) -> tuple[dict[str, tuple[pd.DataFrame, pd.DataFrame]], pd.DataFrame]:
+    """Per run label: its ranking at the judgments' level and by chunk (for the diffs), and every
+    run's Recall@k for k = 1..max_k."""
+    orders, curves = {}, []
+    ks = list(range(1, max_k + 1))
+    for run in runs:
+        label = labels[run.info.run_id]
+        config = config_from_yaml(run.config_yaml)
+        level_ranking = ordered(run.rankings, config, judgments.level)
+        chunk_ranking = run.rankings.sort_values(["query_id", "rank"], kind="stable")
+        orders[label] = (level_ranking, chunk_ranking)
+        curve = recall_curve(level_ranking, judgments.qrels, list(scores[label].index), ks, config.evaluation.relevance)
+        curves.append(curve.reset_index().assign(run=label))
+    return orders, pd.concat(curves, ignore_index=True)[["run", "k", "recall"]]
+
+
+def _costs(runs: Sequence[RunArtifacts], labels: Mapping[str, str], primary: str) -> pd.DataFrame:
+    """Per compared run: p95, context tokens, the evidence in the context and what its latency means."""
+    return (
+        frontier_table(runs, labels, primary)[["run", "p95_ms", "context_tokens"]]
+        .merge(evidence_means({labels[r.info.run_id]: r.queries for r in runs}), on="run", how="left")
+        .merge(latency_recorded(runs, labels), on="run", how="left")
     )
 
 
