@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rageval.config.load import dump_config
 from rageval.config.sweep import load_sweep
+from rageval.tracking.records import LOGGING_METRIC
 from rageval.tracking.store import Tracker
 from rageval.workflows.sweep import run_sweep
 
@@ -71,7 +72,7 @@ def member_timings(tracker: Tracker, run_id: str) -> dict[str, float]:
     for table in ("timings", "run_timings"):
         frame = tracker.sealed_frame(run_id, f"tables/{table}.parquet")
         out.update(zip(frame["step"], frame["seconds"], strict=True))
-    out["logging"] = tracker.run(run_id).metrics.get("time_s/logging", 0.0)
+    out["logging"] = tracker.run(run_id).metrics[LOGGING_METRIC]
     return out
 
 

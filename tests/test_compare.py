@@ -16,6 +16,7 @@ from rageval import analysis as cmp
 from rageval.analysis import export as cmp_export
 from rageval.errors import ComparisonError
 from rageval.evaluation import evaluate
+from rageval.tracking.records import all_metrics
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.readback import load_inputs
 
@@ -270,7 +271,8 @@ def test_runs_with_different_chunkings_compare_at_passage_level(store):
     metrics = Tracker(store).run(other).metrics
     assert overall.loc[("chunks-80", "passage", "nDCG@10"), "mean"] == pytest.approx(metrics["nDCG_at_10"])
     costs = comparison.costs.set_index("run")
-    assert costs.loc["chunks-80", "evidence_recall"] == pytest.approx(metrics["evidence_recall"])
+    more = all_metrics(metrics, Tracker(store).sealed_frame(other, "tables/more_metrics.parquet"))
+    assert costs.loc["chunks-80", "evidence_recall"] == pytest.approx(more["evidence_recall"])
     assert "evidence recall" in cmp_export.results_table(comparison).columns
 
 
@@ -365,8 +367,11 @@ def test_compare_logs_a_sealed_run_with_the_executed_notebook_and_figures(pair):
     tracker = Tracker(store)
     run = tracker.run(outcome.run_id)
     assert run.sealed and run.status == "FINISHED" and tracker.verify(outcome.run_id) == []
-    assert run.tags["rageval.kind"] == "comparison" and run.tags["rageval.compare.baseline"] == baseline
-    assert run.tags["rageval.compare.candidates"] == candidate and run.tags["rageval.compare.allow_mismatch"] == "false"
+    assert run.tags["rageval.kind"] == "comparison" and run.tags["rageval.baseline"] == baseline
+    assert run.tags["rageval.candidates"] == candidate and run.tags["rageval.compare.allow_mismatch"] == "false"
+    # no tag repeats another's value under its own key: the split is the evaluation runs' column
+    assert run.tags["rageval.split"] == tracker.run(baseline).tags["rageval.split"]
+    assert not {"rageval.compare.baseline", "rageval.compare.candidates", "rageval.compare.split"} & run.tags.keys()
     # two release evaluations of the candidate's family, more than the 1 allowed: warned and recorded
     (warning,) = outcome.warnings
     assert "after 2 release evaluations of family 'compare-tests-family' (more than 1)" in warning
@@ -394,8 +399,19 @@ def test_compare_logs_a_sealed_run_with_the_executed_notebook_and_figures(pair):
     assert not any(o.output_type == "stream" and o.get("name") == "stderr" for o in outputs)
     overall = outcome.overall.set_index(["run", "measure"])
     assert overall.loc[("three-candidates", "R@20"), "delta"] < 0
-    assert run.metrics["delta/three-candidates/R_at_20"] == pytest.approx(
+    # every candidate × measure is a row of tables/deltas, no metric key; the metrics hold the headline
+    deltas = tracker.sealed_frame(run.run_id, "tables/deltas.parquet").set_index(["run", "measure"])
+    assert deltas.loc[("three-candidates", "R@20"), "delta"] == pytest.approx(
         overall.loc[("three-candidates", "R@20"), "delta"]
+    )
+    assert deltas.loc[("three-candidates", "R@20"), "p_holm"] == pytest.approx(
+        overall.loc[("three-candidates", "R@20"), "p_holm"]
+    )
+    assert run.metrics == pytest.approx(
+        {
+            "delta_nDCG_at_10": overall.loc[("three-candidates", "nDCG@10"), "delta"],
+            "p_holm_nDCG_at_10": overall.loc[("three-candidates", "nDCG@10"), "p_holm"],
+        }
     )
 
 
@@ -427,7 +443,7 @@ def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_la
     ]
     mean = comparison.overall.set_index(["run", "measure"]).loc[("baseline", "nDCG@10"), "mean"]
     assert table.loc["baseline", "nDCG@10"] == f"{mean:.4f}"
-    p95 = tracker.run(baseline).metrics["latency/total/p95_ms"]
+    p95 = all_metrics({}, tracker.sealed_frame(baseline, "tables/more_metrics.parquet"))["latency/total/p95_ms"]
     assert table.loc["baseline", "p95 ms"] == f"{p95:.1f}"
 
     # A significant gain and a significant loss are marked; the baseline never is.
@@ -446,3 +462,14 @@ def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_la
     assert markdown.splitlines()[0].startswith("| run | nDCG@10 |") and markdown.splitlines()[1].startswith("|---|---:")
     latex = cmp.render(dataclasses.replace(comparison, table=forced), "latex")
     assert r"\toprule" in latex and r"$^{\uparrow}$" in latex and "nDCG@10" in latex and "three-candidates" in latex
+    # the p95 column says what it is: each run's recorded figure, with its clock and load (the run's tag)
+    recorded = {
+        run: tracker.run(i).tags["rageval.latency"]
+        for run, i in (("baseline", baseline), ("three-candidates", candidate))
+    }
+    assert all(text.startswith("p95 ") and ", wall clock, load " in text for text in recorded.values())
+    note = f"(baseline: {recorded['baseline']}; three-candidates: {recorded['three-candidates']})"
+    assert note in markdown and note in cmp.render(comparison, "text") and "not a paired timing" in markdown
+    assert "`rageval gate` times the pair interleaved" in markdown
+    older = dataclasses.replace(comparison, costs=comparison.costs.assign(latency="clock and load not recorded"))
+    assert "(baseline: clock and load not recorded;" in cmp.render(older, "markdown")

@@ -20,7 +20,7 @@ from conftest import ROOT
 from dask_cluster import DaskCluster, dask_cluster  # noqa: F401 - the fixture
 from typer.testing import CliRunner
 
-from rageval.tracking.owners import PID_TAG
+from rageval.tracking.owners import PID_TAG, owner_fields
 from rageval.tracking.store import Tracker
 from rageval.workflows.cluster import ATTEMPT_TAG, WORKER_TAG, DaskExecutor
 from rageval.workflows.members import MEMBER_TAG
@@ -63,7 +63,7 @@ def kill_victims_worker(tracking_uri: str, parent: list[str], cluster: DaskClust
         if parent:
             for info in tracker.children(parent[0]):
                 if info.tags.get(MEMBER_TAG) == "victim" and info.status == "RUNNING":
-                    pid = int(info.tags[PID_TAG])
+                    pid = int(owner_fields(info.tags)["pid"])
                     assert pid in cluster.worker_pids(), "the run's owner is a Dask worker process"
                     os.kill(pid, signal.SIGKILL)
                     return {"run_id": info.run_id, "pid": pid, "worker": info.tags[WORKER_TAG]}
@@ -179,7 +179,7 @@ def _kernels_of(pid: int) -> list[psutil.Process]:
 def test_the_bm25_index_is_built_once_per_cluster_in_the_drivers_cache(killed_sweep, tracking_uri, dask_cluster):  # noqa: F811
     outcome, _, cache, _ = killed_sweep
     tracker = Tracker(tracking_uri)
-    states = [tracker.run(m.run_id).tags["rageval.cache.bm25"] for m in outcome.members]
+    states = [tracker.run(m.run_id).tags["rageval.cache"].removeprefix("bm25 ") for m in outcome.members]
     assert sorted(states) == ["hit", "hit", "hit", "miss"]  # four members, one index, two workers
     assert len([p for p in (cache / "bm25").iterdir() if not p.name.startswith(".")]) == 1
     assert not dask_cluster.worker_cache.exists()  # the workers' own default was never used
@@ -245,7 +245,7 @@ def test_cluster_local_runs_a_sweep_on_loopback_worker_processes(tmp_path, track
     assert parent.sealed and parent.params["sweep.cluster"] == "local" and parent.params["sweep.workers"] == "2"
     children = tracker.children(parent.run_id)
     assert len(children) == 2 and all(c.sealed and tracker.verify(c.run_id) == [] for c in children)
-    assert {c.tags[PID_TAG] for c in children}.isdisjoint({str(os.getpid())})  # ran in worker processes
+    assert {owner_fields(c.tags)["pid"] for c in children}.isdisjoint({str(os.getpid())})  # ran in worker processes
 
 
 def test_workers_with_a_cluster_address_are_refused_before_any_run(tmp_path, tracking_uri, dask_cluster):  # noqa: F811

@@ -14,6 +14,7 @@ from test_release import TODAY, files, human_review  # noqa: F401  (files: a fix
 
 from rageval.release.simulate_online import Simulation
 from rageval.tracking.records import RELEASE_EXPERIMENT
+from rageval.tracking.search import runs_concerning
 from rageval.tracking.store import Tracker
 
 EVALUATIONS = "layout-evaluations"
@@ -53,11 +54,14 @@ def test_the_release_path_is_one_experiment_found_from_its_evaluations(tmp_path:
     # the evaluations alone in theirs; the release path together in its own
     assert {r.run_id for r in tracker.runs(EVALUATIONS)} == {b, c}
     assert {r.run_id for r in tracker.runs(RELEASE_EXPERIMENT)} == set(made.values())
-    # every layer about the pair names both evaluation runs: one tag search from either finds it
+    keys = {k for r in tracker.runs(RELEASE_EXPERIMENT) for k in r.tags}
+    assert not [k for k in keys if b in k or c in k]  # no tag key holds a run ID
+    # every layer about the pair names both evaluation runs in two fixed tag keys (no column per run ID):
+    # the search from either finds it, in its role
     experiment = tracker.experiment_id(RELEASE_EXPERIMENT)
     for run, role in ((b, "baseline"), (c, "candidate")):
-        found = tracker.client.search_runs([experiment], f"tags.`rageval.role.{run}` = '{role}'")
-        assert {r.info.run_id for r in found} == {made["gate"], made["shadow"], made["online"]}
+        found = runs_concerning(tracker.client, [experiment], run)
+        assert found == {made["gate"]: role, made["shadow"]: role, made["online"]: role}
         reviews = tracker.client.search_runs([experiment], f"tags.`rageval.review.{role}` = '{run}'")
         assert [r.info.run_id for r in reviews] == [made["review"]]
     # params a column each: a gate's policy and a shadow run's rules are their sealed files, not a param per key

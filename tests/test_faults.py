@@ -242,11 +242,11 @@ def test_sigterm_as_a_sweeps_last_member_seals_never_exits_0_with_an_unsealed_pa
 
 
 def test_an_owner_in_another_pid_namespace_is_elsewhere_and_one_from_an_earlier_boot_is_dead():
-    from rageval.tracking.owners import BOOT_TAG, PIDNS_TAG, owner_of, owner_tags
+    from rageval.tracking.owners import BOOT_TAG, PIDNS_TAG, owner_fields, owner_of, owner_tags
 
     mine = owner_tags()
-    assert mine[BOOT_TAG] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    assert mine[PIDNS_TAG] == os.readlink("/proc/self/ns/pid")
+    assert owner_fields(mine)["boot"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert owner_fields(mine)["pidns"] == os.readlink("/proc/self/ns/pid")
     # PID 1 lives here, started long ago: without the namespace it would pass for a reused PID (dead).
     other = owner_of({**mine, "rageval.owner.pid": "1", PIDNS_TAG: "pid:[1]", "rageval.owner.started": "1.0"})
     assert other.state == "elsewhere" and "PID namespace pid:[1]" in other.reason
@@ -280,7 +280,9 @@ def test_a_live_run_in_another_pid_namespace_is_not_reaped(tmp_path):
             inside.wait(timeout=30)
             pytest.skip(f"this system allows no PID namespace: {inside.stderr.read() if inside.stderr else ''}")
         tracker = Tracker(store)
-        assert tracker.run(run_id).tags["rageval.owner.pid"] in ("1", "2")  # its PID inside the namespace
+        from rageval.tracking.owners import owner_fields
+
+        assert owner_fields(tracker.run(run_id).tags)["pid"] in ("1", "2")  # its PID inside the namespace
         assert tracker.reap() == [] and tracker.run(run_id).status == "RUNNING"
         assert tracker.owner(tracker.run(run_id)).state == "elsewhere"
     finally:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import ROOT
 from http_service import BM25Service, serve
 
@@ -328,8 +329,9 @@ def test_rageval_run_with_an_http_stage_ends_sealed_and_records_no_secret(servic
     )
     info = tracker.run(outcome.run_id)
     assert info.status == "FINISHED" and info.sealed and tracker.verify(outcome.run_id) == []
-    assert info.params["retrieval.stages.0.type"] == "http"
-    assert info.params["retrieval.stages.0.headers_from_env.Authorization"] == TOKEN_VAR
+    recorded = yaml.safe_load((Path(info.artifact_uri.removeprefix("file://")) / "config.yaml").read_text())
+    assert info.params["pipeline"].endswith(":http") and recorded["retrieval"]["stages"][0]["type"] == "http"
+    assert recorded["retrieval"]["stages"][0]["headers_from_env"]["Authorization"] == TOKEN_VAR
     assert info.metrics["queries_failed"] == 1 and info.metrics["external_calls/failures"] == 1
     assert info.metrics["external_calls/attempts"] == info.metrics["queries_total"]
     # The service is the same BM25: every query scores as in process, but the failed one, which scores 0.

@@ -4,6 +4,7 @@ intact store; ``rageval ui`` refuses a busy port and takes its server's processe
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,7 +24,7 @@ from conftest import ROOT
 from typer.testing import CliRunner
 
 from rageval.cli import app
-from rageval.tracking.owners import HOST_TAG, PID_TAG, STARTED_TAG, owner_of, owner_tags
+from rageval.tracking.owners import HOST_TAG, OWNER_TAG, PID_TAG, STARTED_TAG, owner_fields, owner_of, owner_tags
 from rageval.tracking.store import Tracker
 
 BM25 = ROOT / "params" / "bm25.yaml"
@@ -42,7 +43,9 @@ def exited_process() -> tuple[psutil.Process, float]:
 
 def test_owner_tags_name_this_process_and_it_is_alive():
     tags = owner_tags()
-    assert tags[HOST_TAG] == socket.gethostname() and tags[PID_TAG] == str(os.getpid())
+    assert list(tags) == [OWNER_TAG]  # one column, not one per field
+    assert owner_fields(tags)["host"] == socket.gethostname() and owner_fields(tags)["pid"] == str(os.getpid())
+    assert set(json.loads(tags[OWNER_TAG])) >= {"host", "pid", "started"}
     assert owner_of(tags).state == "alive"
 
 

@@ -17,7 +17,7 @@ from rageval import analysis as cmp
 from rageval.config.load import load_config
 from rageval.evaluation import evaluate
 from rageval.experiment.run import run_experiment
-from rageval.tracking.records import evaluation_record, metric_names
+from rageval.tracking.records import all_metrics, evaluation_record, metric_names
 from rageval.tracking.store import Tracker
 from rageval.workflows.readback import load_inputs
 
@@ -131,9 +131,15 @@ def test_the_comparison_lines_up_both_levels_with_significance_per_level(two_run
     assert rows.loc[("levels-candidate", "parent/nDCG@10"), "level"] == "document"
     assert rows.loc[("levels-candidate", "nDCG@10"), "level"] == "passage"
     assert rows.loc[("levels-baseline", "parent/nDCG@10"), "mean"] == pytest.approx(
-        tracker.run(baseline).metrics["parent/nDCG_at_10"]
+        all_metrics(tracker.run(baseline).metrics, tracker.sealed_frame(baseline, "tables/more_metrics.parquet"))[
+            "parent/nDCG_at_10"
+        ]
     )
-    assert "delta/levels-candidate/parent/nDCG_at_10" in comparison.metrics()
+    deltas = comparison.deltas().set_index(["run", "measure"])
+    assert deltas.loc[("levels-candidate", "parent/nDCG@10"), "delta"] == pytest.approx(
+        rows.loc[("levels-candidate", "parent/nDCG@10"), "delta"]
+    )
+    assert set(comparison.metrics()) == {"delta_nDCG_at_10", "p_holm_nDCG_at_10"}
     display = cmp.significance_display(overall)
     assert display.index.names == ["run", "level", "measure"]
 

@@ -307,7 +307,7 @@ def test_cli_records_a_sealed_shadow_run_without_raw_query_text(tmp_path: Path, 
     kept_id = kept.output.split("shadow run ")[1].split()[0]
     assert "recorded (no rules given)" in kept.output
     tags = tracker.run(kept_id).tags
-    assert tags["rageval.shadow.baseline"] == run_id and tags[f"rageval.role.{run_id}"] == "baseline"
+    assert tags["rageval.shadow.baseline"] == run_id and tags["rageval.baseline"] == run_id
     table = tracker.sealed_frame(kept_id, "tables/shadow_per_request.parquet")
     assert table["query_redacted"].tolist()[:2] == RAW
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rageval.analysis.diffs import Judgments, diff_table, ordered, recall_curve
 from rageval.analysis.paired import ALL, query_slices, wide_scores
-from rageval.analysis.records import RunArtifacts, RunInfo
+from rageval.analysis.records import LATENCY_TAG, RunArtifacts, RunInfo
 from rageval.analysis.tables import frontier_table, per_query_deltas, significance_table, stage_table
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError
@@ -73,15 +73,29 @@ class Comparison:
         order = [ALL, *sorted(s for s in view.index if s != ALL)]
         return view.loc[order]
 
+    def deltas(self) -> pd.DataFrame:
+        """Per candidate and measure over all queries: the delta against the baseline and its Holm
+        p-value (the table ``tables/deltas`` of a comparison run; once 2 metric keys per pair)."""
+        rows = self.overall[self.overall["role"] == "candidate"]
+        return rows[[c for c in ("run", "measure", "level", "delta", "p_holm") if c in rows.columns]].reset_index(
+            drop=True
+        )
+
+    def best(self) -> str | None:
+        """The candidate with the largest delta on the primary measure (None without candidates)."""
+        rows = self.overall[(self.overall["role"] == "candidate") & (self.overall["measure"] == self.primary)]
+        rows = rows.dropna(subset=["delta"])
+        return None if rows.empty else str(rows.sort_values(["delta", "run"], ascending=[False, True]).iloc[0]["run"])
+
     def metrics(self) -> dict[str, float]:
-        """Per candidate and measure: delta and Holm p-value over all queries (MLflow keys)."""
-        out = {}
-        for row in self.overall[self.overall["role"] == "candidate"].itertuples(index=False):
-            # '/' in a run label (family/member) stays a separator the UI groups by; metric_key never writes one
-            run = "/".join(metric_key(part) for part in str(row.run).split("/"))
-            key = f"{run}/{'/'.join(metric_key(part) for part in str(row.measure).split('/'))}"
-            out[f"delta/{key}"] = row.delta
-            out[f"p_holm/{key}"] = row.p_holm
+        """The headline only: the best candidate's delta and Holm p-value on the primary measure
+        (``delta_KEY``, ``p_holm_KEY``); every candidate × measure is :meth:`deltas`."""
+        best = self.best()
+        if best is None:
+            return {}
+        row = self.overall[(self.overall["run"] == best) & (self.overall["measure"] == self.primary)].iloc[0]
+        key = metric_key(self.primary)
+        out = {f"delta_{key}": row["delta"], f"p_holm_{key}": row["p_holm"]}
         return {k: float(v) for k, v in out.items() if pd.notna(v)}
 
 
@@ -93,6 +107,13 @@ def evidence_means(queries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         for run, frame in queries.items()
     ]
     return pd.DataFrame(rows, columns=["run", *EVIDENCE_MEASURES])
+
+
+def latency_recorded(runs: Sequence[RunArtifacts], labels: Mapping[str, str]) -> pd.DataFrame:
+    """Per run: what its recorded latency means (its ``rageval.latency`` tag: clock and load), or
+    "clock and load not recorded" for a run recorded before the tag."""
+    text = [r.info.tags.get(LATENCY_TAG, "clock and load not recorded") for r in runs]
+    return pd.DataFrame({"run": [labels[r.info.run_id] for r in runs], "latency": text})
 
 
 def refuse_failed_queries(runs: Sequence[tuple[str, RunInfo, pd.DataFrame | None]]) -> None:
@@ -143,6 +164,13 @@ def _measures(
     return chosen
 
 
+# What every comparison's statistics are (recorded in its settings beside the numbers asked for).
+TEST_SETTINGS = {
+    "test": "paired randomization (sign flip), two-sided",
+    "correction": "Holm over measures x slices, per candidate and level",
+}
+
+
 def compare(
     inputs: ComparisonInputs,
     *,
@@ -178,26 +206,10 @@ def compare(
         seed=seed,
     )
     # A passage-level run's parent measures (``parent/…``, from runs that recorded them) line up beside its own.
-    table.insert(
-        table.columns.get_loc("measure") + 1,
-        "level",
-        [measure_level(m, inputs.judgments.level) for m in table["measure"]],
-    )
+    levels = [measure_level(m, inputs.judgments.level) for m in table["measure"]]
+    table.insert(table.columns.get_loc("measure") + 1, "level", levels)
     deltas = per_query_deltas(scores, baseline, chosen)
-
-    orders, curves = {}, []
-    ks = list(range(1, max_k + 1))
-    for run in runs:
-        label = labels[run.info.run_id]
-        config = config_from_yaml(run.config_yaml)
-        level_ranking = ordered(run.rankings, config, inputs.judgments.level)
-        chunk_ranking = run.rankings.sort_values(["query_id", "rank"], kind="stable")
-        orders[label] = (level_ranking, chunk_ranking)
-        curve = recall_curve(
-            level_ranking, inputs.judgments.qrels, list(scores[label].index), ks, config.evaluation.relevance
-        )
-        curves.append(curve.reset_index().assign(run=label))
-    recall = pd.concat(curves, ignore_index=True)[["run", "k", "recall"]]
+    orders, recall = _orders_and_recall(runs, labels, scores, inputs.judgments, max_k)
     diffs = diff_table(deltas, chosen[0], inputs.judgments, orders, baseline, top_n=top_n, depth=depth)
     latency = pd.concat([r.latency.assign(run=labels[r.info.run_id]) for r in runs], ignore_index=True)
     # A sweep's frontier shows the compared runs among its members.
@@ -215,21 +227,44 @@ def compare(
         stages=stage_table({labels[r.info.run_id]: r.stages for r in runs}, baseline),
         latency=latency[["run", "query_id", "stage", "seconds"]],
         frontier=frontier_table(sweep, labels, chosen[0]),
-        costs=frontier_table(runs, labels, chosen[0])[["run", "p95_ms", "context_tokens"]].merge(
-            evidence_means({labels[r.info.run_id]: r.queries for r in runs}), on="run", how="left"
-        ),
+        costs=_costs(runs, labels, chosen[0]),
         differences=list(inputs.differences),
         warnings=list(inputs.warnings),
         settings={
-            "confidence": confidence,
-            "resamples": resamples,
-            "samples": samples,
-            "seed": seed,
-            "top_n": top_n,
-            "depth": depth,
-            "test": "paired randomization (sign flip), two-sided",
-            "correction": "Holm over measures x slices, per candidate and level",
+            **{"confidence": confidence, "resamples": resamples, "samples": samples, "seed": seed},
+            **{"top_n": top_n, "depth": depth, **TEST_SETTINGS},
         },
+    )
+
+
+def _orders_and_recall(
+    runs: Sequence[RunArtifacts],
+    labels: Mapping[str, str],
+    scores: Mapping[str, pd.DataFrame],
+    judgments: Judgments,
+    max_k: int,
+) -> tuple[dict[str, tuple[pd.DataFrame, pd.DataFrame]], pd.DataFrame]:
+    """Per run label: its ranking at the judgments' level and by chunk (for the diffs), and every
+    run's Recall@k for k = 1..max_k."""
+    orders, curves = {}, []
+    ks = list(range(1, max_k + 1))
+    for run in runs:
+        label = labels[run.info.run_id]
+        config = config_from_yaml(run.config_yaml)
+        level_ranking = ordered(run.rankings, config, judgments.level)
+        chunk_ranking = run.rankings.sort_values(["query_id", "rank"], kind="stable")
+        orders[label] = (level_ranking, chunk_ranking)
+        curve = recall_curve(level_ranking, judgments.qrels, list(scores[label].index), ks, config.evaluation.relevance)
+        curves.append(curve.reset_index().assign(run=label))
+    return orders, pd.concat(curves, ignore_index=True)[["run", "k", "recall"]]
+
+
+def _costs(runs: Sequence[RunArtifacts], labels: Mapping[str, str], primary: str) -> pd.DataFrame:
+    """Per compared run: p95, context tokens, the evidence in the context and what its latency means."""
+    return (
+        frontier_table(runs, labels, primary)[["run", "p95_ms", "context_tokens"]]
+        .merge(evidence_means({labels[r.info.run_id]: r.queries for r in runs}), on="run", how="left")
+        .merge(latency_recorded(runs, labels), on="run", how="left")
     )
 
 

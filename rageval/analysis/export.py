@@ -59,16 +59,37 @@ def legend(alpha: float = 0.05, form: Format = "text") -> str:
     )
 
 
+def latency_note(comparison: Comparison) -> str:
+    """What the p95 column means: each run's recorded figure with the clock it was read on and the
+    load it ran under (never a paired timing of the two; ``rageval gate`` times a pair interleaved)."""
+    costs = comparison.costs
+    if costs.empty or "latency" not in costs:
+        return ""
+    meant = "; ".join(f"{run}: {text}" for run, text in zip(costs["run"], costs["latency"], strict=True))
+    return (
+        f"p95 ms: each run's recorded p95, timed on its own, not a paired timing ({meant}). "
+        "Timed beside other work a figure is noise; `rageval gate` times the pair interleaved."
+    )
+
+
 def render(comparison: Comparison, form: Format = "text", *, digits: int = 4, alpha: float = 0.05) -> str:
-    """The results table in ``form``, with its legend."""
+    """The results table in ``form``, with its legend and what its latency means."""
     table = results_table(comparison, digits=digits, alpha=alpha, form=form)
+    note = latency_note(comparison)
     if form == "markdown":
-        return f"{_markdown(table)}\n\n{legend(alpha, form)}\n"
+        return f"{_markdown(table)}\n\n{legend(alpha, form)}\n" + (f"\n{_markdown_text(note)}\n" if note else "")
     if form == "latex":
         body = table.rename(index=_latex_text, columns=_latex_text).map(_latex_cell)
         latex = body.style.to_latex(hrules=True, column_format="l" + "r" * len(body.columns))
-        return f"{latex}% {legend(alpha, form)}\n"
-    return f"{table.to_string()}\n{legend(alpha, form)}\n"
+        return f"{latex}% {legend(alpha, form)}\n" + (
+            f"% {strip_control(note).replace(chr(10), ' ')}\n" if note else ""
+        )
+    return f"{table.to_string()}\n{legend(alpha, form)}\n" + (f"{note}\n" if note else "")
+
+
+def _markdown_text(text: str) -> str:
+    """A line of Markdown from text with run names in it: control characters out, HTML escaped."""
+    return html.escape(strip_control(text), quote=False).replace("\n", " ")
 
 
 def _markdown(table: pd.DataFrame) -> str:

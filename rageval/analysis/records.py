@@ -9,6 +9,10 @@ from typing import Any
 
 import pandas as pd
 
+# What a run's recorded latency means (an evaluation run's tag): its p95, the clock it was read on and
+# the machine's load then, e.g. "p95 14.6 ms, wall clock, load 0.3 on 8 CPUs".
+LATENCY_TAG = "rageval.latency"
+
 
 @dataclass(frozen=True)
 class RunInfo:

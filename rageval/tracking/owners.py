@@ -19,6 +19,7 @@ Clocks decide nothing here but the start-time check, whose tolerance absorbs a c
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Mapping
@@ -26,11 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+OWNER_TAG = "rageval.owner"  # one JSON tag: {"host", "pid", "started", "boot", "pidns"}
+# The keys runs recorded before OWNER_TAG hold, one tag each (still read: a key present overrides the JSON's).
 HOST_TAG = "rageval.owner.host"
 PID_TAG = "rageval.owner.pid"
 STARTED_TAG = "rageval.owner.started"  # the process's start time, seconds since the epoch
 BOOT_TAG = "rageval.owner.boot"  # /proc/sys/kernel/random/boot_id: new at every boot
 PIDNS_TAG = "rageval.owner.pidns"  # readlink /proc/self/ns/pid, e.g. pid:[4026531836]
+FIELDS = {"host": HOST_TAG, "pid": PID_TAG, "started": STARTED_TAG, "boot": BOOT_TAG, "pidns": PIDNS_TAG}
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 PID_NAMESPACE = Path("/proc/self/ns/pid")
 # Start times read in two processes may differ by a wall-clock adjustment in between; a reused PID
@@ -47,17 +51,28 @@ class Owner:
 
 
 def owner_tags() -> dict[str, str]:
-    """The tags naming this process as a run's owner."""
+    """The tag naming this process as a run's owner (:data:`OWNER_TAG`: one column, not five)."""
     import psutil
 
     me = psutil.Process()
-    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(me.pid), STARTED_TAG: repr(me.create_time())}
+    fields = {"host": socket.gethostname(), "pid": str(me.pid), "started": repr(me.create_time())}
     boot, namespace = boot_id(), pid_namespace()
     if boot:
-        tags[BOOT_TAG] = boot
+        fields["boot"] = boot
     if namespace:
-        tags[PIDNS_TAG] = namespace
-    return tags
+        fields["pidns"] = namespace
+    return {OWNER_TAG: json.dumps(fields, sort_keys=True)}
+
+
+def owner_fields(tags: Mapping[str, str]) -> dict[str, str]:
+    """The owner a run's tags name, by field (host, pid, started, boot, pidns): the :data:`OWNER_TAG`
+    JSON, and the one-key-each tags of runs recorded before it (a key present wins)."""
+    try:
+        recorded = json.loads(tags.get(OWNER_TAG) or "{}")
+    except ValueError:
+        recorded = {}
+    fields = {k: str(v) for k, v in recorded.items() if k in FIELDS} if isinstance(recorded, dict) else {}
+    return fields | {field: tags[key] for field, key in FIELDS.items() if tags.get(key)}
 
 
 def boot_id() -> str:
@@ -80,7 +95,8 @@ def owner_of(tags: Mapping[str, str]) -> Owner:
     """Whether the process a run's tags name as its owner still runs (judged on its host only)."""
     import psutil
 
-    host, pid_text, started_text = tags.get(HOST_TAG), tags.get(PID_TAG), tags.get(STARTED_TAG)
+    fields = owner_fields(tags)
+    host, pid_text, started_text = fields.get("host"), fields.get("pid"), fields.get("started")
     if not host or not pid_text:
         return Owner("unknown", "no owner recorded (made before rageval recorded owners, or by another tool)")
     try:
@@ -91,7 +107,7 @@ def owner_of(tags: Mapping[str, str]) -> Owner:
     who = f"process {pid} on {host}"
     if host != socket.gethostname():
         return Owner("elsewhere", f"owned by {who}; only that host can tell whether it still runs")
-    boot, namespace = tags.get(BOOT_TAG), tags.get(PIDNS_TAG)
+    boot, namespace = fields.get("boot"), fields.get("pidns")
     if boot and boot_id() and boot != boot_id():
         return Owner("dead", f"owner {who} ran before the host rebooted (boot {boot[:8]}…, now {boot_id()[:8]}…)")
     if namespace and pid_namespace() and namespace != pid_namespace():

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rageval.analysis.export import render, results_table
 from rageval.analysis.formats import RESULT_FILES
-from rageval.analysis.records import RunArtifacts, RunInfo
+from rageval.analysis.records import LATENCY_TAG, RunArtifacts, RunInfo
 from rageval.evaluation import PARENT_PREFIX, metric_key
 from rageval.hashing import sha256_bytes
 from rageval.paths import default_cache_dir
@@ -37,14 +37,27 @@ KIND_TAG = "rageval.kind"  # evaluation, sweep, comparison, gate or reproduction
 NAME_TAG = "rageval.name"  # the run's name before numbering (``bm25-baseline@dev`` for ``… #2``)
 NOTE_TAG = "mlflow.note.content"  # a run's or experiment's description in the MLflow UI
 # The release path's runs (gate, review, shadow, online, release, bundle, promotion, rollback), together
-# in one experiment apart from the evaluations; each names the evaluation runs it concerns in its tags
-# (``rageval.role.RUN_ID`` = baseline or candidate), so a search finds them from an evaluation run.
+# in one experiment apart from the evaluations; each names the evaluation runs it concerns in two tags of
+# fixed keys (:func:`role_tags`), so a search finds them from an evaluation run
+# (:func:`~rageval.tracking.search.runs_concerning`) without a tag column per run ID.
 RELEASE_EXPERIMENT = "rageval-release"
+BASELINE_TAG = "rageval.baseline"  # the baseline evaluation run's ID
+CANDIDATES_TAG = "rageval.candidates"  # the candidate evaluation runs' IDs, comma-separated
 # MLflow 3's UI opens an experiment of unknown kind on its GenAI traces page; this kind opens on the runs.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 # The UI's mode is also read from the address (``?workflowType=``, which overrides a mode the browser
 # remembered): every address rageval writes asks for model training (runs), never GenAI (traces).
 UI_MODE = "workflowType=machine_learning"
+
+
+def role_tags(baseline: str | None, candidates: Sequence[str | None]) -> dict[str, str]:
+    """The tags naming the evaluation runs a comparison, gate, shadow or online run concerns: the
+    baseline's ID and the candidates' IDs (a fixed pair of keys, not one key per run ID)."""
+    named = [c for c in candidates if c]
+    return {
+        **({BASELINE_TAG: baseline} if baseline else {}),
+        **({CANDIDATES_TAG: ",".join(named)} if named else {}),
+    }
 
 
 def ui_link(experiment_id: str | None = None, run_id: str | None = None, *, base: str = "") -> str:
@@ -113,10 +126,24 @@ def png(figure: Figure) -> bytes:
 MAX_METRICS = 40
 # What is logged beside the record (the tracker's logging time, the workflow's run time): within
 # MAX_METRICS too.
-LOGGING_METRIC = "time_s/logging"
-RUN_TIME_METRIC = "time_s/run"
+# No "/" in these keys: a prefix is a chart section, and the UI shows every named section before the
+# unprefixed keys (the measures), so "time_s/…" opened the chart view (runs before 2026-12: time_s/…).
+LOGGING_METRIC = "logging_time_s"
+RUN_TIME_METRIC = "run_time_s"
 RUN_METRICS = (LOGGING_METRIC, RUN_TIME_METRIC)
 HEADLINE_METRICS = MAX_METRICS - len(RUN_METRICS)  # the record's own share
+# The figures beside the measures a reviewer reads at a glance (one column each); the rest of
+# :func:`metric_names` is the table ``tables/more_metrics``.
+OPERATIONAL_METRICS = (
+    "queries_total",
+    "queries_evaluated",
+    "queries_skipped",  # `rageval run` prints it; the demo's unanswerable cases
+    "queries_failed",
+    "permission_leaks",
+    "context_tokens_mean",
+)
+# Present only where they mean something: abstention (configured) and calls to a service (http stages).
+OPERATIONAL_PREFIXES = ("abstention/", "external_calls/")
 TABLES_TAG = "mlflow.loggedArtifacts"  # what ``MlflowClient.log_table`` sets: the UI lists these as tables
 
 
@@ -226,20 +253,28 @@ def read_table(data: bytes) -> pd.DataFrame:
     return pd.DataFrame(body["data"], columns=body["columns"])
 
 
+def all_metrics(metrics: Mapping[str, float], more: pd.DataFrame | None) -> dict[str, float]:
+    """An evaluation run's every figure: its metric columns and the rows of its ``tables/more_metrics``."""
+    rows = {} if more is None else dict(zip(more["metric"], more["value"], strict=True))
+    return {**metrics, **{str(k): float(v) for k, v in rows.items()}}
+
+
 def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | None = None) -> Record:
     """An experiment's metrics, breakdown tables, figures, per-query artifacts and tags, as a sealed
     evaluation run holds them."""
     evaluation = result.evaluation
-    metrics = metric_names(result)
+    every = metric_names(result)
     tables = breakdown_tables(result)
-    if len(metrics) > HEADLINE_METRICS:
-        # Many configured measures: the first HEADLINE_METRICS (measures first) stay headline columns;
-        # the rest are kept, whole, in a table rather than dropped.
-        keys = list(metrics)
-        tables["more_metrics"] = pd.DataFrame(
-            {"metric": keys[HEADLINE_METRICS:], "value": [metrics[k] for k in keys[HEADLINE_METRICS:]]}
-        )
-        metrics = {k: metrics[k] for k in keys[:HEADLINE_METRICS]}
+    measures = {metric_key(m) for m in evaluation.aggregates.index}
+    # Headline columns: the measures and the operational few (up to HEADLINE_METRICS, measures first);
+    # every other figure (parent level, context diagnostics, p50, timings…) is a row of
+    # tables/more_metrics, kept whole rather than dropped.
+    headline = [k for k in every if k in measures or k in OPERATIONAL_METRICS or k.startswith(OPERATIONAL_PREFIXES)]
+    headline = headline[:HEADLINE_METRICS]
+    metrics = {k: every[k] for k in headline}
+    more = [k for k in every if k not in metrics]
+    if more:
+        tables["more_metrics"] = pd.DataFrame({"metric": more, "value": [every[k] for k in more]})
     record = Record(metrics=metrics, tables=tables)
     files = record.files
     for name, figure in (figures or {}).items():
@@ -278,10 +313,14 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
         files["stages.csv"] = csv(result.stage_table(), index=True)
     if result.models:
         files["models.json"] = as_json(result.models)
-        record.tags.update(
-            {f"rageval.model.{stage}": f"{m['name']}@{m['sha256'][:12]}" for stage, m in result.models.items()}
+        # one tag for every stage's model, one for every stage's cache (not a column per stage)
+        record.tags["rageval.models"] = ", ".join(
+            f"{stage} {m['name']}@{m['sha256'][:12]}" for stage, m in result.models.items()
         )
-    record.tags.update({f"rageval.cache.{stage}": "hit" if hit else "miss" for stage, hit in result.cache_hits.items()})
+    if result.cache_hits:
+        record.tags["rageval.cache"] = ", ".join(
+            f"{stage} {'hit' if hit else 'miss'}" for stage, hit in result.cache_hits.items()
+        )
     files["queries.parquet"] = parquet(queries)
     files["slices.csv"] = csv(result.slices, index=True)
     files["failures.json"] = json.dumps(result.failures.to_dict(orient="records"), indent=2).encode()
@@ -300,14 +339,16 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
         "missing_queries": list(evaluation.missing),
         "counts": result.counts(),
     }
-    summary["latency"] = latency_context(metrics.get("latency/total/p95_ms"))
+    # The p95 is no metric column (a "latency/" chart section would open the chart view, and a bare
+    # number hides its clock and load): it is a row of tables/more_metrics and the tag rageval.latency.
+    summary["latency"] = latency_context(every.get("latency/total/p95_ms"))
     files["metrics.json"] = as_json(summary)
     record.tags[LATENCY_TAG] = latency_text(summary["latency"])
     return record
 
 
-# What a run's recorded latency means: its clock and the machine's load when it was recorded.
-LATENCY_TAG = "rageval.latency"
+# What a run's recorded latency means: its clock and the machine's load when it was recorded (the tag
+# LATENCY_TAG, defined beside RunInfo, which the comparison reads).
 LATENCY_CLOCK = "wall (time.perf_counter), each query in turn, in the evaluating process"
 
 
@@ -385,7 +426,8 @@ def comparison_record(comparison: Comparison, figures: Mapping[str, Figure]) -> 
     )
     for name, figure in figures.items():
         files[f"figures/{name}"] = png(figure)
-    return Record(files=files, metrics=comparison.metrics())
+    # Every candidate × measure's delta and p-value is one table, not two metric keys each.
+    return Record(files=files, metrics=comparison.metrics(), tables={"deltas": comparison.deltas()})
 
 
 # --------------------------------------------------------------------------- descriptions
@@ -427,15 +469,16 @@ def evaluation_note(tags: Mapping[str, str], headline: Mapping[str, float]) -> s
 
 
 def comparison_note(baseline: str, candidates: Sequence[str], deltas: Mapping[str, float], sweep: str | None) -> str:
-    """One paragraph: the baseline, the candidates, and each candidate's deltas (``delta/…`` metrics)."""
-    shown = ", ".join(f"`{k.removeprefix('delta/')}` {v:+.4f}" for k, v in list(deltas.items())[:12])
+    """One paragraph: the baseline, the candidates, and each candidate's deltas (``RUN/MEASURE`` →
+    delta, as in ``tables/deltas``)."""
+    shown = ", ".join(f"`{k}` {v:+.4f}" for k, v in list(deltas.items())[:12])
     more = f" and {len(deltas) - 12} more" if len(deltas) > 12 else ""
     where = f" Belongs to sweep run `{sweep}`." if sweep else ""
     return (
-        f"Comparison of baseline **{baseline}** (tag `rageval.role.RUN=baseline`) against {len(candidates)} "
+        f"Comparison of baseline **{baseline}** (tag `rageval.baseline`) against {len(candidates)} "
         f"candidate(s): {', '.join(candidates[:6])}{' …' if len(candidates) > 6 else ''}.{where} "
-        f"Deltas (candidate − baseline): {shown or 'none'}{more}. The results table is results.md; per-query "
-        "differences in per_query_diff.csv; figures in figures/."
+        f"Deltas (candidate − baseline): {shown or 'none'}{more}. Every delta with its Holm p-value is the table "
+        "tables/deltas; the results table is results.md; per-query differences in per_query_diff.csv; figures in figures/."
     )
 
 

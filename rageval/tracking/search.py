@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rageval.paths import artifact_root_for
 from rageval.tracking.owners import owner_of
-from rageval.tracking.records import EXPERIMENT_KIND, NOTE_TAG, SEAL_TAG, experiment_note
+from rageval.tracking.records import BASELINE_TAG, CANDIDATES_TAG, EXPERIMENT_KIND, NOTE_TAG, SEAL_TAG, experiment_note
 from rageval.tracking.seal import RunState
 
 if TYPE_CHECKING:
@@ -38,6 +38,18 @@ def search_all(client: MlflowClient, filter_string: str) -> list[Any]:
         token = page.token
         if not token:
             break
+    return found
+
+
+def runs_concerning(client: MlflowClient, experiment_ids: Sequence[str], run_id: str) -> dict[str, str]:
+    """Run ID → role (``baseline`` or ``candidate``) of every run in ``experiment_ids`` that names the
+    evaluation run ``run_id`` in its :func:`~rageval.tracking.records.role_tags`."""
+    found = {
+        r.info.run_id: "baseline" for r in client.search_runs(experiment_ids, f"tags.`{BASELINE_TAG}` = '{run_id}'")
+    }
+    for run in client.search_runs(experiment_ids, f"tags.`{CANDIDATES_TAG}` LIKE '%{run_id}%'"):
+        if run_id in run.data.tags[CANDIDATES_TAG].split(","):
+            found.setdefault(run.info.run_id, "candidate")
     return found
 
 

@@ -16,11 +16,12 @@ from rageval.analysis import (
 )
 from rageval.analysis.comparison import refuse_failed_queries
 from rageval.analysis.formats import RESULT_FILES
+from rageval.analysis.records import RunInfo
 from rageval.errors import NotebookExecutionError, TrackingError
 from rageval.execution.notebooks import check_parameters, execute_into
 from rageval.execution.render import notebook_html
 from rageval.paths import project_root
-from rageval.tracking.records import NOTE_TAG, comparison_note
+from rageval.tracking.records import NOTE_TAG, comparison_note, role_tags
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import release_warnings, sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -76,41 +77,16 @@ def execute_comparison(
 
     name = experiment or tracker.experiment_name(base.experiment_id)
     names = ", ".join(i.name for i in infos[:3]) + (f" and {len(infos) - 3} more" if len(infos) > 3 else "")
-    tags = {
-        **git_state(project_root()),
-        "rageval.version": RAGEVAL_VERSION,
-        "rageval.kind": "comparison",
-        "rageval.compare.baseline": baseline,
-        "rageval.compare.candidates": ",".join(ids),
-        "rageval.compare.split": base.tags.get("rageval.split", ""),
-        "rageval.compare.allow_mismatch": str(allow_mismatch).lower(),
-        "rageval.benchmark.name": base.tags.get("rageval.benchmark.name", ""),
-        "rageval.benchmark.version": base.tags.get("rageval.benchmark.version", ""),
+    link = sweep_link(sweep, [base, *infos])
+    notes = {
+        "rageval.compare.mismatches": found,
+        "rageval.warning.release": release,
+        "rageval.compare.left_out": left_out,
     }
-    tags["rageval.baseline"] = baseline
-    tags[f"rageval.role.{baseline}"] = "baseline"
-    tags.update({f"rageval.role.{i}": "candidate" for i in ids})
-    parents = {i.tags.get("rageval.sweep.parent") for i in [base, *infos]} - {None}
-    if sweep:
-        tags["rageval.compare.sweep"] = sweep
-    link = sweep or (parents.pop() if len(parents) == 1 else None)
-    if link:
-        tags["rageval.sweep.parent"] = link
-        tags["mlflow.parentRunId"] = link  # nested under the sweep in the UI (never counted as a member)
-    if found:
-        tags["rageval.compare.mismatches"] = "\n".join(found)[:4000]
-    if release:
-        tags["rageval.warning.release"] = "\n".join(release)[:4000]
-    if left_out:
-        tags["rageval.compare.left_out"] = "\n".join(left_out)[:4000]
-    params = {
-        "baseline": baseline,
-        "candidates": ids,
-        "sweep": sweep or "",
-        "allow_mismatch": allow_mismatch,
-        "max_release_evaluations": max_release_evaluations,
-        **{f"notebook.{k}": v for k, v in extra.items()},
-    }
+    tags = comparison_tags(base, ids, allow_mismatch, link) | {k: "\n".join(v)[:4000] for k, v in notes.items() if v}
+    # The baseline, candidates, sweep and allow_mismatch are tags (rageval.baseline, rageval.candidates,
+    # rageval.compare.*): a param each too would be 4 more columns of the same values.
+    params = {"max_release_evaluations": max_release_evaluations, **{f"notebook.{k}": v for k, v in extra.items()}}
     run_id = tracker.create_run(name, f"compare {base.name} vs {names}", params=params, tags=tags)
     parameters = {
         **extra,
@@ -121,6 +97,47 @@ def execute_comparison(
         "notes": warnings,
     }
     execute_into(tracker, run_id, notebook, parameters, timeout)
+    overall, results = read_results(tracker, run_id)
+    try:
+        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
+            executed = tracker.download(run_id, f"notebook/{notebook.name}", Path(tmp))
+            tracker.log_bytes(run_id, f"notebook/{notebook.with_suffix('.html').name}", notebook_html(executed))
+        rows = overall[overall["role"] == "candidate"].dropna(subset=["delta"]) if "role" in overall else overall[:0]
+        deltas = {f"{r.run}/{r.measure}": float(r.delta) for r in rows.itertuples(index=False)}
+        tracker.set_tags(run_id, {NOTE_TAG: comparison_note(base.name, [i.name for i in infos], deltas, link)})
+        digest = tracker.seal(run_id)
+    except Exception as exc:
+        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
+        raise
+    return ComparisonOutcome(run_id, name, digest, baseline, ids, overall, found, warnings, results)
+
+
+def sweep_link(sweep: str | None, runs: Sequence[RunInfo]) -> str | None:
+    """The sweep a comparison belongs to: the one asked for, else the one parent all its runs share."""
+    parents = {r.tags.get("rageval.sweep.parent") for r in runs} - {None}
+    return sweep or (parents.pop() if len(parents) == 1 else None)
+
+
+def comparison_tags(base: RunInfo, ids: Sequence[str], allow_mismatch: bool, link: str | None) -> dict[str, str]:
+    """A comparison run's tags: provenance, the runs compared (role tags), their split and benchmark,
+    and its sweep (nested under it in the UI, never counted as a member)."""
+    return {
+        **git_state(project_root()),
+        "rageval.version": RAGEVAL_VERSION,
+        "rageval.kind": "comparison",
+        # the split's own column (an evaluation run's rageval.split), not one more of the comparison's
+        "rageval.split": base.tags.get("rageval.split", ""),
+        "rageval.compare.allow_mismatch": str(allow_mismatch).lower(),
+        "rageval.benchmark.name": base.tags.get("rageval.benchmark.name", ""),
+        "rageval.benchmark.version": base.tags.get("rageval.benchmark.version", ""),
+        **role_tags(base.run_id, ids),
+        **({"rageval.sweep.parent": link, "mlflow.parentRunId": link} if link else {}),
+    }
+
+
+def read_results(tracker: Tracker, run_id: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The overall table and the results tables (format → text) the notebook logged; a notebook that
+    logged no comparison ends the run FAILED."""
     with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
         try:
             logged = tracker.download(run_id, "overall.csv", Path(tmp))
@@ -138,14 +155,4 @@ def execute_comparison(
                 results[form] = tracker.download(run_id, file, Path(tmp)).read_text(encoding="utf-8")
             except TrackingError:
                 continue  # a notebook of its own may log only the tables it needs
-    try:
-        with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
-            executed = tracker.download(run_id, f"notebook/{notebook.name}", Path(tmp))
-            tracker.log_bytes(run_id, f"notebook/{notebook.with_suffix('.html').name}", notebook_html(executed))
-        deltas = {k: v for k, v in tracker.run(run_id).metrics.items() if k.startswith("delta/")}
-        tracker.set_tags(run_id, {NOTE_TAG: comparison_note(base.name, [i.name for i in infos], deltas, link)})
-        digest = tracker.seal(run_id)
-    except Exception as exc:
-        tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
-        raise
-    return ComparisonOutcome(run_id, name, digest, baseline, ids, overall, found, warnings, results)
+    return overall, results

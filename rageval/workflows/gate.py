@@ -36,7 +36,7 @@ from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sam
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, gate_note
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, gate_note, role_tags
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -232,9 +232,7 @@ def _gate_tags(gate: _Gate) -> dict[str, str]:
         "rageval.gate.baseline": baseline,
         "rageval.gate.baseline.config": _rollback(gate)["config_name"],
         "rageval.gate.candidate": candidate,
-        "rageval.baseline": baseline,
-        f"rageval.role.{baseline}": "baseline",
-        f"rageval.role.{candidate}": "candidate",
+        **role_tags(baseline, [candidate]),
         NOTE_TAG: gate_note(
             gate.infos["candidate"].name, gate.infos["baseline"].name, decision.verdict, decision.table()
         ),

@@ -52,7 +52,7 @@ NEURAL_TYPES = {"dense", "rerank"}
 SCORE_TOLERANCE = 1e-4
 REPRODUCE_CONFIG = "rageval-reproduce.yaml"
 # Metrics that describe how a run went, not what it found: they may differ on a faithful re-run.
-NOT_RESULTS = ("time_s/", "latency/", "cache/", "external_calls", "release_evaluations")
+NOT_RESULTS = ("time_s/", "latency/", "cache/", "external_calls", "release_evaluations", "run_time_s", "logging_time_s")
 
 
 @dataclass

@@ -27,7 +27,7 @@ import pandas as pd
 from rageval.benchmark.chunking import config_hash
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
-from rageval.config.load import dump_config, flatten, load_config
+from rageval.config.load import dump_config, load_config
 from rageval.config.schema import RunConfig
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
@@ -135,20 +135,44 @@ def run_tags(
         "rageval.chunking.hash": config_hash(config.chunking),
         "rageval.split": config.split,
         "rageval.level": level,
-        "rageval.python": platform.python_version(),
-        "rageval.platform": platform.platform(),
+        "rageval.platform": f"Python {platform.python_version()} on {platform.platform()}",
     }
 
 
+def pipeline_summary(config: RunConfig) -> str:
+    """The retrieval stages in order, one word each (``bm25 → dense → rrf → rerank → filter``): a
+    stage's type (a fusion's method), behind its name where it has its own (``bm25-service:http``)."""
+    words = []
+    for stage in config.retrieval.stages:
+        kind, name, method = stage.type, getattr(stage, "name", None), getattr(stage, "method", None)
+        word = method if kind == "fusion" and method else kind
+        words.append(f"{name}:{word}" if name and name != kind else word)
+    return " → ".join(words)
+
+
+def chunking_summary(config: RunConfig) -> str:
+    """``markdown 200/30 minilm``: the chunking's method, size/overlap and tokenizer."""
+    c = config.chunking
+    return "none (whole documents)" if c.method == "none" else f"{c.method} {c.size}/{c.overlap} {c.tokenizer}"
+
+
 def run_params(config: RunConfig, overrides: Sequence[str]) -> dict[str, Any]:
-    params = flatten(config.model_dump(mode="json"))
-    for measure in parse_measures(config.evaluation.measures):
-        params[f"measure.{measure.key}"] = measure.text
-        params[f"measure_definition.{measure.key}"] = measure.definition
-    params["rageval.overrides"] = list(overrides)
-    params["metrics.contract"] = CONTRACT
-    params["metrics.contract_digest"] = CONTRACT_DIGEST
-    return params
+    """The few params a reviewer compares runs by (one column each); the whole resolved configuration
+    is the artifact ``config.yaml`` and each measure's definition is in ``metrics.json``. The metric
+    contract's params are what :mod:`rageval.analysis.comparability` checks."""
+    evaluation = config.evaluation
+    return {
+        "benchmark": config.benchmark,
+        "split": config.split,
+        "pipeline": pipeline_summary(config),
+        "final_k": config.final_k,
+        "chunking": chunking_summary(config),
+        "measures": ", ".join(m.text for m in parse_measures(evaluation.measures)),
+        "rageval.overrides": list(overrides),
+        "metrics.contract": CONTRACT,
+        "metrics.contract_digest": CONTRACT_DIGEST,
+        **{f"evaluation.{k}": getattr(evaluation, k) for k in ("ties", "duplicates", "relevance", "gain")},
+    }
 
 
 def cases_frame(benchmark: Benchmark, split: str) -> pd.DataFrame:

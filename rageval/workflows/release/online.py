@@ -38,7 +38,7 @@ from rageval.release.online import (
 from rageval.release.online_decision import OnlineDecision, decide_online
 from rageval.release.simulate_online import Simulation, simulate
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, role_tags
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -207,10 +207,9 @@ def _online_tags(cohort: _Cohort, overridden: dict[str, str]) -> dict[str, Any]:
         tags |= {
             f"rageval.online.{role}": info.run_id,
             f"rageval.online.{role}.config": _config_name(info),
-            f"rageval.role.{info.run_id}": role,
         }
     if arms:
-        tags["rageval.baseline"] = arms["baseline"].run_id
+        tags |= role_tags(arms["baseline"].run_id, [arms["candidate"].run_id])
         cand_tags = arms["candidate"].tags
         tags |= {k: cand_tags[k] for k in ("rageval.benchmark.name", "rageval.benchmark.version") if k in cand_tags}
     return tags

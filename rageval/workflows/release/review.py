@@ -91,7 +91,8 @@ def reviewed_runs(tracker: Tracker, run_id: str, candidate: str | None = None) -
     if kind == "gate":
         return info, info.tags["rageval.gate.baseline"], info.tags["rageval.gate.candidate"]
     if kind == "comparison":
-        candidates = info.tags.get("rageval.compare.candidates", "").split(",")
+        # rageval.candidates / rageval.baseline (role_tags); runs recorded before them: rageval.compare.*
+        candidates = info.tags.get("rageval.candidates", info.tags.get("rageval.compare.candidates", "")).split(",")
         if candidate is None and len(candidates) == 1:
             candidate = candidates[0]
         if candidate not in candidates:
@@ -102,7 +103,7 @@ def reviewed_runs(tracker: Tracker, run_id: str, candidate: str | None = None) -
                     fix="name the one to review with --candidate",
                 )
             )
-        return info, info.tags["rageval.compare.baseline"], str(candidate)
+        return info, info.tags.get("rageval.baseline", info.tags.get("rageval.compare.baseline", "")), str(candidate)
     raise ComparisonError(f"run {run_id} is a {kind or 'plain'} run: review a gate or comparison run")
 
 

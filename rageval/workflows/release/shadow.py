@@ -33,7 +33,7 @@ from rageval.release.shadow import (
     read_log,
 )
 from rageval.release.shadow_rules import ShadowDecision, ShadowRules, decide_shadow, load_rules
-from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, role_tags
 from rageval.tracking.store import Tracker
 from rageval.validation import metric_key
 from rageval.workflows.guards import sealed_and_intact, today_override
@@ -226,13 +226,9 @@ def _shadow_tags(shadow: _Shadow) -> dict[str, str]:
         "rageval.shadow.verdict": shadow.verdict,
         "rageval.shadow.baseline.config": link["baseline"],
         "rageval.shadow.candidate.config": link["candidate"],
-        **({"rageval.shadow.baseline": baseline_run, "rageval.baseline": baseline_run} if baseline_run else {}),
+        **({"rageval.shadow.baseline": baseline_run} if baseline_run else {}),
         **({"rageval.shadow.candidate": candidate_run} if candidate_run else {}),
-        **{
-            f"rageval.role.{run_id}": role
-            for role, run_id in (("baseline", baseline_run), ("candidate", candidate_run))
-            if run_id
-        },
+        **role_tags(baseline_run, [candidate_run]),
         "rageval.benchmark.name": shadow.bench.spec.name,
         "rageval.benchmark.version": shadow.bench.spec.version,
         NOTE_TAG: _note(label, shadow.analysis, shadow.decision),
