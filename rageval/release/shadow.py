@@ -306,7 +306,7 @@ def analyze_shadow(
 def _compare_request(
     record: ShadowRecord,
     case: Case | None,
-    documents: dict[str, Document],
+    documents: Mapping[str, Document],
     qrels: dict[str, set[str]],
     k: int,
     p: float,

@@ -265,16 +265,9 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
     evaluation = result.evaluation
     every = metric_names(result)
     tables = breakdown_tables(result)
-    measures = {metric_key(m) for m in evaluation.aggregates.index}
-    # Headline columns: the measures and the operational few (up to HEADLINE_METRICS, measures first);
-    # every other figure (parent level, context diagnostics, p50, timings…) is a row of
-    # tables/more_metrics, kept whole rather than dropped.
-    headline = [k for k in every if k in measures or k in OPERATIONAL_METRICS or k.startswith(OPERATIONAL_PREFIXES)]
-    headline = headline[:HEADLINE_METRICS]
-    metrics = {k: every[k] for k in headline}
-    more = [k for k in every if k not in metrics]
-    if more:
-        tables["more_metrics"] = pd.DataFrame({"metric": more, "value": [every[k] for k in more]})
+    metrics, more = _headline_metrics(result, every)
+    if not more.empty:
+        tables["more_metrics"] = more
     record = Record(metrics=metrics, tables=tables)
     files = record.files
     for name, figure in (figures or {}).items():
@@ -282,23 +275,6 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
     files["rankings.parquet"] = parquet(result.rankings)
     files["per_query_metrics.parquet"] = parquet(result.per_query_long())
     files["latency.parquet"] = parquet(result.latency)
-    cases = {c.queryId: c for c in result.benchmark.cases_for(result.config.split)}
-    failed = set(result.failures["query_id"])
-    queries = pd.DataFrame(
-        {
-            "query_id": list(cases),
-            "slices": [list(c.slice) for c in cases.values()],
-            "answerable": [c.answerable for c in cases.values()],
-            "context_tokens": [int(result.context_tokens.get(q, 0)) for q in cases],
-            "failed": [q in failed for q in cases],
-        }
-    )
-    if result.diagnostics is not None and not result.diagnostics.empty:
-        extra = result.diagnostics.drop(columns="context_tokens").reindex(list(cases))
-        queries = queries.join(extra, on="query_id")
-    if result.context_evidence is not None:
-        evidence = result.context_evidence.drop(columns="context_tokens").reindex(list(cases))
-        queries = queries.join(evidence, on="query_id")
     if result.warnings:
         record.tags["rageval.warnings"] = " | ".join(result.warnings)
     files["metric_contract.json"] = as_json(evaluation.contract)
@@ -321,9 +297,53 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
         record.tags["rageval.cache"] = ", ".join(
             f"{stage} {'hit' if hit else 'miss'}" for stage, hit in result.cache_hits.items()
         )
-    files["queries.parquet"] = parquet(queries)
+    files["queries.parquet"] = parquet(_queries_table(result))
     files["slices.csv"] = csv(result.slices, index=True)
     files["failures.json"] = json.dumps(result.failures.to_dict(orient="records"), indent=2).encode()
+    summary = _summary(result, every)
+    files["metrics.json"] = as_json(summary)
+    record.tags[LATENCY_TAG] = latency_text(summary["latency"])
+    return record
+
+
+def _headline_metrics(result: ExperimentResult, every: Mapping[str, float]) -> tuple[dict[str, float], pd.DataFrame]:
+    """Headline columns: the measures and the operational few (up to HEADLINE_METRICS, measures
+    first); every other figure (parent level, context diagnostics, p50, timings…) as the rows of
+    tables/more_metrics, kept whole rather than dropped."""
+    measures = {metric_key(m) for m in result.evaluation.aggregates.index}
+    headline = [k for k in every if k in measures or k in OPERATIONAL_METRICS or k.startswith(OPERATIONAL_PREFIXES)]
+    metrics = {k: every[k] for k in headline[:HEADLINE_METRICS]}
+    more = [k for k in every if k not in metrics]
+    return metrics, pd.DataFrame({"metric": more, "value": [every[k] for k in more]})
+
+
+def _queries_table(result: ExperimentResult) -> pd.DataFrame:
+    """One row per case of the run's split: its slices, whether answerable, its context tokens,
+    whether it failed, and its diagnostics and context evidence where measured."""
+    cases = {c.queryId: c for c in result.benchmark.cases_for(result.config.split)}
+    failed = set(result.failures["query_id"])
+    queries = pd.DataFrame(
+        {
+            "query_id": list(cases),
+            "slices": [list(c.slice) for c in cases.values()],
+            "answerable": [c.answerable for c in cases.values()],
+            "context_tokens": [int(result.context_tokens.get(q, 0)) for q in cases],
+            "failed": [q in failed for q in cases],
+        }
+    )
+    if result.diagnostics is not None and not result.diagnostics.empty:
+        extra = result.diagnostics.drop(columns="context_tokens").reindex(list(cases))
+        queries = queries.join(extra, on="query_id")
+    if result.context_evidence is not None:
+        evidence = result.context_evidence.drop(columns="context_tokens").reindex(list(cases))
+        queries = queries.join(evidence, on="query_id")
+    return queries
+
+
+def _summary(result: ExperimentResult, every: Mapping[str, float]) -> dict[str, Any]:
+    """metrics.json: the run's measures, definitions, aggregates per level, evidence means, warnings,
+    skipped and missing queries, counts, and what its recorded latency means."""
+    evaluation = result.evaluation
     summary = {
         "level": result.level,
         "measures": {m.key: m.text for m in evaluation.measures},
@@ -342,9 +362,7 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
     # The p95 is no metric column (a "latency/" chart section would open the chart view, and a bare
     # number hides its clock and load): it is a row of tables/more_metrics and the tag rageval.latency.
     summary["latency"] = latency_context(every.get("latency/total/p95_ms"))
-    files["metrics.json"] = as_json(summary)
-    record.tags[LATENCY_TAG] = latency_text(summary["latency"])
-    return record
+    return summary
 
 
 # What a run's recorded latency means: its clock and the machine's load when it was recorded (the tag
@@ -428,69 +446,6 @@ def comparison_record(comparison: Comparison, figures: Mapping[str, Figure]) -> 
         files[f"figures/{name}"] = png(figure)
     # Every candidate × measure's delta and p-value is one table, not two metric keys each.
     return Record(files=files, metrics=comparison.metrics(), tables={"deltas": comparison.deltas()})
-
-
-# --------------------------------------------------------------------------- descriptions
-
-
-def experiment_note(name: str) -> str:
-    """The description of an experiment rageval creates (the UI opens on runs, not traces)."""
-    return (
-        f"rageval evaluations of retrieval on **{name}**. Each run is sealed and has a `rageval.kind` tag: "
-        "`evaluation` (one configuration on one split: headline metrics, `tables/` breakdowns, `figures/`, "
-        "the executed notebook as HTML), `sweep` (a parent of evaluation runs), `comparison` (a baseline against "
-        "candidates), `gate` (a release decision) or `reproduction`. Add metric columns to the runs table with "
-        '"Columns"; a run\'s description says what it is. Verify a run with `rageval verify RUN`.'
-    )
-
-
-def _number(value: object) -> str:
-    try:
-        return f"{float(value):.4f}"  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def evaluation_note(tags: Mapping[str, str], headline: Mapping[str, float]) -> str:
-    """One paragraph: which configuration, on which benchmark version and split, and how it scored."""
-    scores = ", ".join(f"{name} {_number(value)}" for name, value in headline.items())
-    sweep = (
-        f" Member `{tags['rageval.sweep.member']}` of sweep run `{tags['rageval.sweep.parent']}`."
-        if ("rageval.sweep.member" in tags and "rageval.sweep.parent" in tags)
-        else ""
-    )
-    return (
-        f"Evaluation of configuration **{tags.get('rageval.config.label', tags.get('rageval.config.name', '?'))}** "
-        f"(`{tags.get('rageval.config.file', '?')}`) on benchmark **{tags.get('rageval.benchmark.name', '?')}** "
-        f"version {tags.get('rageval.benchmark.version', '?')}, split `{tags.get('rageval.split', '?')}`, "
-        f"{tags.get('rageval.level', '?')} level.{sweep} Headline: {scores or 'see the metrics'}. Breakdowns are in "
-        "`tables/`, figures in `figures/`, the executed notebook in `notebook/` (HTML beside the .ipynb)."
-    )
-
-
-def comparison_note(baseline: str, candidates: Sequence[str], deltas: Mapping[str, float], sweep: str | None) -> str:
-    """One paragraph: the baseline, the candidates, and each candidate's deltas (``RUN/MEASURE`` →
-    delta, as in ``tables/deltas``)."""
-    shown = ", ".join(f"`{k}` {v:+.4f}" for k, v in list(deltas.items())[:12])
-    more = f" and {len(deltas) - 12} more" if len(deltas) > 12 else ""
-    where = f" Belongs to sweep run `{sweep}`." if sweep else ""
-    return (
-        f"Comparison of baseline **{baseline}** (tag `rageval.baseline`) against {len(candidates)} "
-        f"candidate(s): {', '.join(candidates[:6])}{' …' if len(candidates) > 6 else ''}.{where} "
-        f"Deltas (candidate − baseline): {shown or 'none'}{more}. Every delta with its Holm p-value is the table "
-        "tables/deltas; the results table is results.md; per-query differences in per_query_diff.csv; figures in figures/."
-    )
-
-
-def gate_note(candidate: str, baseline: str, verdict: str, rules: pd.DataFrame) -> str:
-    """The gate's verdict in a sentence, then its rule table as Markdown."""
-    header = "| " + " | ".join(str(c) for c in rules.columns) + " |"
-    rows = [
-        "| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ") for v in row) + " |"
-        for row in rules.itertuples(index=False)
-    ]
-    table = "\n".join([header, "|" + "---|" * len(rules.columns), *rows])
-    return f"Release gate of candidate **{candidate}** against baseline **{baseline}**: **{verdict}**.\n\n{table}"
 
 
 # --------------------------------------------------------------------------- the environment

@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rageval.paths import artifact_root_for
+from rageval.tracking.notes import experiment_note
 from rageval.tracking.owners import owner_of
-from rageval.tracking.records import BASELINE_TAG, CANDIDATES_TAG, EXPERIMENT_KIND, NOTE_TAG, SEAL_TAG, experiment_note
+from rageval.tracking.records import BASELINE_TAG, CANDIDATES_TAG, EXPERIMENT_KIND, NOTE_TAG, SEAL_TAG
 from rageval.tracking.seal import RunState
 
 if TYPE_CHECKING:

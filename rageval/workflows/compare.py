@@ -21,7 +21,8 @@ from rageval.errors import NotebookExecutionError, TrackingError
 from rageval.execution.notebooks import check_parameters, execute_into
 from rageval.execution.render import notebook_html
 from rageval.paths import project_root
-from rageval.tracking.records import NOTE_TAG, comparison_note, role_tags
+from rageval.tracking.notes import comparison_note
+from rageval.tracking.records import NOTE_TAG, role_tags
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import release_warnings, sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state

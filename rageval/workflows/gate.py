@@ -36,7 +36,8 @@ from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sam
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, gate_note, role_tags
+from rageval.tracking.notes import gate_note
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, role_tags
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state

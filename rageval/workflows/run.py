@@ -39,7 +39,8 @@ from rageval.execution.slots import NotebookSlot
 from rageval.hashing import sha256_bytes
 from rageval.paths import default_notebook
 from rageval.progress import SILENT, Event, Reporter, channel
-from rageval.tracking.records import KIND_TAG, NOTE_TAG, RUN_TIME_METRIC, environment, evaluation_note
+from rageval.tracking.notes import evaluation_note
+from rageval.tracking.records import KIND_TAG, NOTE_TAG, RUN_TIME_METRIC, environment
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.provenance import RAGEVAL_VERSION, Origin, origin
