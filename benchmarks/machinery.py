@@ -19,6 +19,7 @@ The pieces (rageval/execution/, docs/architecture.md):
 - ``gc tuning``    fewer young-generation collections in the command's process
 - ``exit freeze``  the command's last collection skips every object (``gc.freeze`` at exit)
 - ``no rfc3987``   jsonschema's ``rfc3987_syntax`` grammar left unimported in the command's process
+- ``gc off``       (a candidate, not shipped) no garbage collection at all in the command's process
 - ``fork server``  (sweep only) a sweep's kernels forked from one process that imported their modules once
 """
 
@@ -59,6 +60,7 @@ RUN_VARIANTS: dict[str, str] = {
     "without handoff": "",  # a notebook copy without the `handoff` parameter: see notebook_without_handoff
     "without gc tuning": "import rageval.execution.preload as p\np.GC_THRESHOLDS = (700, 10, 10)",
     "without exit freeze": "import gc\ngc.freeze = lambda: None",
+    "with gc off (a candidate)": "import rageval.execution.preload as p\np.GC_THRESHOLDS = (0, 0, 0)",
     "with rfc3987_syntax": (
         "import importlib, sys\na = importlib.import_module('rageval.cli.app')\n"
         "_tune = a.tune_process\n"
