@@ -128,7 +128,7 @@ def test_members_seal_and_verify_and_the_parent_seals(killed_sweep, tracking_uri
         assert info.tags[WORKER_TAG].startswith("tcp://127.0.0.1:")
     parent = tracker.run(outcome.parent_run_id)
     assert parent.sealed and tracker.verify(outcome.parent_run_id) == []
-    assert parent.params["sweep.cluster"] == dask_cluster.address and parent.params["sweep.workers"] == "2"
+    assert parent.params["sweep.cluster"] == dask_cluster.address and parent.params["workers"] == "2"
     # every member's end, and the victim's retry, in the progress lines
     for name in ("baseline", "k3", "c50", "victim"):
         assert f"{name}: sealed | sweep:" in progress
@@ -242,7 +242,7 @@ def test_cluster_local_runs_a_sweep_on_loopback_worker_processes(tmp_path, track
         assert f"{name}: sealed | sweep:" in result.stderr
     tracker = Tracker(tracking_uri)
     (parent,) = [r for r in tracker.runs("dask-local") if r.tags.get("rageval.kind") == "sweep"]
-    assert parent.sealed and parent.params["sweep.cluster"] == "local" and parent.params["sweep.workers"] == "2"
+    assert parent.sealed and parent.params["sweep.cluster"] == "local" and parent.params["workers"] == "2"
     children = tracker.children(parent.run_id)
     assert len(children) == 2 and all(c.sealed and tracker.verify(c.run_id) == [] for c in children)
     assert {owner_fields(c.tags)["pid"] for c in children}.isdisjoint({str(os.getpid())})  # ran in worker processes

@@ -410,6 +410,6 @@ def test_the_sweep_driver_runs_any_executor_and_records_its_interruption(tmp_pat
         and "1 sealed" in parent.tags["rageval.error"]
         and "1 never started" in parent.tags["rageval.error"]
     )
-    assert parent.params["sweep.executor"] == "one-at-a-time" and parent.params["sweep.workers"] == "1"
+    assert parent.params["sweep.executor"] == "one-at-a-time" and parent.params["workers"] == "1"
     (child,) = tracker.children(outcome.parent_run_id)
     assert child.sealed and child.tags["rageval.sweep.member"] == "one" and tracker.verify(child.run_id) == []

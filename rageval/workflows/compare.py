@@ -128,7 +128,8 @@ def comparison_tags(base: RunInfo, ids: Sequence[str], allow_mismatch: bool, lin
         "rageval.kind": "comparison",
         # the split's own column (an evaluation run's rageval.split), not one more of the comparison's
         "rageval.split": base.tags.get("rageval.split", ""),
-        "rageval.compare.allow_mismatch": str(allow_mismatch).lower(),
+        # only when given: a column that said "false" on every comparison told nothing
+        **({"rageval.compare.allow_mismatch": "true"} if allow_mismatch else {}),
         "rageval.benchmark.name": base.tags.get("rageval.benchmark.name", ""),
         "rageval.benchmark.version": base.tags.get("rageval.benchmark.version", ""),
         **role_tags(base.run_id, ids),

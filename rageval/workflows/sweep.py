@@ -148,15 +148,10 @@ def start_sweep(
     parent = tracker.create_run(
         experiment,
         f"sweep {sweep.spec.name}@{sweep.split}",
-        params={
-            "sweep.name": sweep.spec.name,
-            "sweep.base": str(sweep.base),
-            "sweep.members": len(sweep.members),
-            "sweep.workers": workers,
-            "sweep.release": release,
-            "sweep.split": sweep.split,
-            **(params or {}),
-        },
+        # Few params, named as the members' (split): each key is a runs-table column of the experiment;
+        # the name, file and release flag are tags, the base configuration is in sweep.yaml, the plan
+        # in members.json.
+        params={"split": sweep.split, "members": len(sweep.members), "workers": workers, **(params or {})},
         tags=_parent_tags(sweep, bench, release),
         files={"sweep.yaml": sweep.path.read_bytes(), "members.json": json.dumps(plan, indent=2).encode()},
     )
@@ -191,7 +186,7 @@ def _parent_tags(sweep: Sweep, bench: Benchmark, release: bool) -> dict[str, str
         "rageval.sweep.name": sweep.spec.name,
         "rageval.sweep.file": str(sweep.path),
         "rageval.sweep.sha256": sweep.sha256,
-        "rageval.sweep.split": sweep.split,
+        "rageval.split": sweep.split,
         "rageval.sweep.release": str(release).lower(),
         "rageval.benchmark.name": bench.spec.name,
         "rageval.benchmark.version": bench.spec.version,
@@ -361,11 +356,8 @@ def _record_end(tracker: Any, sweep: Sweep, outcome: SweepOutcome) -> str:
     tracker.log_bytes(parent, "summary.csv", csv_bytes(table))
     tracker.log_metrics(
         parent,
-        {
-            "wall_s": outcome.wall_s,
-            "members_total": len(members),
-            **{f"members_{k.lower().replace(' ', '_')}": v for k, v in counts.items()},
-        },
+        # killed and never-started members are in summary.json and, when any, in the parent's error
+        {"wall_s": outcome.wall_s, "members_sealed": counts["sealed"], "members_failed": counts["FAILED"]},
     )
     failed = [m.name for m in outcome.failed]
     if interrupted:
