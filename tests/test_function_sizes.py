@@ -19,7 +19,6 @@ ALLOWED = {
     "rageval/workflows/sweep.py:run_sweep": "the sweep's keyword options, as the CLI, the demo and the benchmarks pass them",
     "rageval/experiment/run.py:_run": "the run's steps in order, each timed, and the one construction of its ExperimentResult",
     "rageval/evaluation/metrics.py:evaluate": "the public API's keyword options (the metric contract's knobs, as users pass them); its body is 50 lines",
-    "rageval/judging/pooling.py:pool": "not split yet, another area's file (98 lines, 8 parameters at issue 26)",
     "rageval/tracking/store.py:Tracker.create_run": "not split yet, another area's file (34 lines, 11 parameters at issue 26)",
     "rageval/cli/metrics.py:metrics": TYPER,
     "rageval/cli/shadow.py:record": TYPER,

@@ -81,52 +81,16 @@ def pool(
     by_hash = {config_hash(config): config for config in configs}
 
     top = {name: _top(frame, name, depth, cases, split, passage) for name, frame in rankings.items()}
-    chunks = _chunks_for(top, benchmark, by_hash) if passage else {}
-    judged = chunk_qrels(cases.values(), chunks.values()) if passage else {}
-    doc_qrels = benchmark.qrels(split)
-
-    items: dict[str, dict[str, Any]] = {}
-    titles: dict[str, str] = {}
-
-    def add(
-        query_id: str, document_id: str, start: int | None, end: int | None, found: Found, digest: str | None
-    ) -> None:
-        key = item_id(query_id, document_id, start, end)
-        entry = items.setdefault(
-            key,
-            {
-                "itemId": key,
-                "queryId": query_id,
-                "documentId": document_id,
-                "start": start,
-                "end": end,
-                "chunking": digest,
-                "slice": list(cases[query_id].slice),
-                "found": [],
-            },
-        )
-        if all(f.run != found.run for f in entry["found"]):
-            entry["found"].append(found)
-
+    collected = _Collected(benchmark, split, cases, _chunks_for(top, benchmark, by_hash) if passage else None)
     for name, frame in top.items():
-        for query_id, chunk_id_, parent_id, rank in frame.itertuples(index=False, name=None):
-            if passage:
-                chunk = chunks[chunk_id_]
-                if chunk_id_ in judged.get(query_id, {}):
-                    continue
-                found = Found(run=name, rank=int(rank))
-                add(query_id, parent_id, chunk.start, chunk.end, found, chunking_of(chunk_id_))
-                titles.setdefault(item_id(query_id, parent_id, chunk.start, chunk.end), _title(benchmark, chunk))
-            elif parent_id not in doc_qrels.get(query_id, {}):
-                add(query_id, parent_id, None, None, Found(run=name, rank=int(rank)), None)
-
+        collected.ranked(name, frame)
     for line, extra_item in extra or ():
-        if _covered(cases[extra_item.queryId], extra_item, passage):
-            continue
-        found = Found(run=f"{extra_file}:{line}")
-        add(extra_item.queryId, extra_item.documentId, extra_item.start, extra_item.end, found, None)
+        if not _covered(cases[extra_item.queryId], extra_item, passage):
+            found = Found(run=f"{extra_file}:{line}")
+            collected.add(extra_item.queryId, extra_item.documentId, extra_item.start, extra_item.end, found, None)
 
     # The sheet's order is a seeded permutation of the sorted IDs: blind to rank and run, reproducible.
+    items = collected.items
     ordered = sorted(items)
     order = np.random.default_rng(seed).permutation(len(ordered))
     pooled = [PoolItem.model_validate(items[ordered[i]]) for i in order]
@@ -146,7 +110,55 @@ def pool(
         chunkings={digest: by_hash[digest].model_dump(mode="json") for digest in sorted(used)},
         items=pooled,
     )
-    return Pool(manifest=manifest, sheet=_sheet(pooled, benchmark, cases, titles))
+    return Pool(manifest=manifest, sheet=_sheet(pooled, benchmark, cases, titles=collected.titles))
+
+
+class _Collected:
+    """The pool's items as they are found (one per query and span or document, with every run that
+    found it), and their titles; ``chunks``: the runs' chunks at passage level, None at document level."""
+
+    def __init__(
+        self, benchmark: Benchmark, split: str, cases: Mapping[str, Case], chunks: Mapping[str, Chunk] | None
+    ) -> None:
+        self.benchmark, self.cases, self.chunks = benchmark, cases, chunks
+        self.judged = chunk_qrels(cases.values(), chunks.values()) if chunks is not None else {}
+        self.doc_qrels = benchmark.qrels(split)
+        self.items: dict[str, dict[str, Any]] = {}
+        self.titles: dict[str, str] = {}
+
+    def add(
+        self, query_id: str, document_id: str, start: int | None, end: int | None, found: Found, digest: str | None
+    ) -> None:
+        key = item_id(query_id, document_id, start, end)
+        entry = self.items.setdefault(
+            key,
+            {
+                "itemId": key,
+                "queryId": query_id,
+                "documentId": document_id,
+                "start": start,
+                "end": end,
+                "chunking": digest,
+                "slice": list(self.cases[query_id].slice),
+                "found": [],
+            },
+        )
+        if all(f.run != found.run for f in entry["found"]):
+            entry["found"].append(found)
+
+    def ranked(self, name: str, frame: pd.DataFrame) -> None:
+        """The unjudged items of one run's top rows."""
+        for query_id, chunk_id_, parent_id, rank in frame.itertuples(index=False, name=None):
+            if self.chunks is not None:
+                chunk = self.chunks[chunk_id_]
+                if chunk_id_ in self.judged.get(query_id, {}):
+                    continue
+                found = Found(run=name, rank=int(rank))
+                self.add(query_id, parent_id, chunk.start, chunk.end, found, chunking_of(chunk_id_))
+                key = item_id(query_id, parent_id, chunk.start, chunk.end)
+                self.titles.setdefault(key, _title(self.benchmark, chunk))
+            elif parent_id not in self.doc_qrels.get(query_id, {}):
+                self.add(query_id, parent_id, None, None, Found(run=name, rank=int(rank)), None)
 
 
 def _sheet(
