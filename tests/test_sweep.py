@@ -19,8 +19,8 @@ from conftest import ROOT
 from rageval.config.sweep import SweepConfig, expand, load_sweep
 from rageval.errors import BenchmarkError, ConfigError, SweepError
 from rageval.tracking.store import Tracker
-from rageval.workflows.members import progress_kind
-from rageval.workflows.sweep import Progress, run_sweep
+from rageval.workflows.members import Progress, progress_kind
+from rageval.workflows.sweep import run_sweep
 
 BM25 = ROOT / "params" / "bm25.yaml"
 

@@ -32,7 +32,7 @@ from rageval.workflows.compare import execute_comparison
 from rageval.workflows.gate import execute_gate
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.readback import candidate_ids
-from rageval.workflows.run import cases_frame, run_params, run_tags
+from rageval.workflows.run import cases_dataset, run_params, run_tags
 
 BM25 = ROOT / "params" / "bm25.yaml"
 POLICY = ROOT / "params" / "gates" / "release.yaml"
@@ -76,11 +76,7 @@ def sealed_run(world: World, name: str, tags: dict[str, str] | None = None) -> s
         params=run_params(config, []),
         tags={**run_tags(config, bench, BM25), **(tags or {})},
         files={"config.yaml": dump_config(config).encode()},
-        dataset=cases_frame(bench, config.split),
-        dataset_name=f"{bench.spec.name}-{bench.spec.version}-{config.split}",
-        dataset_source=str(bench.path),
-        dataset_digest=bench.hashes["cases"][:16],
-        dataset_context=config.split,
+        dataset=cases_dataset(bench, config.split),
     )
     tracker.log_result(run_id, world.result)
     tracker.seal(run_id)

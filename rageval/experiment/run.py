@@ -7,17 +7,16 @@ nothing. Recording is :mod:`rageval.tracking`'s job.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from rageval.benchmark.chunking import Chunk, chunk_corpus, config_hash
 from rageval.benchmark.loading import Benchmark, load_benchmark
-from rageval.benchmark.schema import Case, Document
-from rageval.benchmark.tokenizers import get_tokenizer
+from rageval.benchmark.schema import Case
 from rageval.config.schema import RunConfig
 from rageval.errors import EvaluationError
 from rageval.evaluation import (
@@ -30,23 +29,20 @@ from rageval.evaluation import (
     top_scores,
 )
 from rageval.evaluation.spans import Evidence, evidence_spans
-from rageval.experiment.evidence import EVIDENCE_MEASURES, context_evidence, whole_document_warnings
+from rageval.experiment.context import contexts, diagnostics, in_context, token_counter
+from rageval.experiment.evidence import EVIDENCE_MEASURES, whole_document_warnings
 from rageval.experiment.failures import FAILURE_COLUMNS, failure_warning, over_budget
 from rageval.experiment.stages import (
     CONTEXT_STAGE,
     RANKING_COLUMNS,
-    covered_characters,
     describe_loss,
     evidence_trail,
     latency_table,
-    merged_spans,
-    overlap_ratio,
     rankings_frame,
 )
 from rageval.progress import Reporter, from_environment, reporting
-from rageval.retrieval import Corpus, Pipeline, Query, visible
+from rageval.retrieval import Corpus, Pipeline, Query
 from rageval.retrieval.cache import Cache
-from rageval.retrieval.dedup import exact_dedup
 from rageval.retrieval.pipeline import stage_inputs
 
 __all__ = ["RANKING_COLUMNS", "ExperimentResult", "level_run", "run_experiment", "slice_table"]
@@ -193,7 +189,7 @@ def run_experiment(
     return result
 
 
-def _run(  # long: the run's steps in order, each timed, and the one construction of its ExperimentResult
+def _run(
     config: RunConfig, benchmark: Benchmark | None, cache: Cache | None | bool, reporter: Reporter
 ) -> ExperimentResult:
     timings: dict[str, float] = {}
@@ -213,20 +209,18 @@ def _run(  # long: the run's steps in order, each timed, and the one constructio
         queries = [query_of(c) for c in cases]
         reporter.step("retrieval")
         output = pipeline.run(reporter.bar(queries, desc="queries"))
+    count = token_counter(config)
     with _timed(timings, "context"):
         reporter.step("context")
-        context, fetch = _contexts(config, output.hits, corpus)
+        context, fetch = contexts(config, output.hits, corpus, count)
 
     started = time.perf_counter()  # evaluation: until the measures, the parent level and abstention are in
     reporter.step("evaluation")
     by_id = corpus.by_id
     rankings = rankings_frame(output.hits, pipeline.names[-1], by_id)
-    level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
-    # Passages are graded on the judged spans whatever their chunking (the contract's passages rule).
-    qrels: dict[str, dict[str, int]] | Evidence = (
-        benchmark.qrels(config.split) if level == "document" else evidence_spans(cases, benchmark.documents)
-    )
-    failed = failure_warning(pd.DataFrame(output.failures, columns=FAILURE_COLUMNS), len(cases))
+    level, qrels = _graded(config, benchmark, cases)
+    failures = pd.DataFrame(output.failures, columns=FAILURE_COLUMNS)
+    failed = failure_warning(failures, len(cases))
     warnings = [*whole_document_warnings(rankings, corpus, level), *([failed] if failed else [])]
     for warning in warnings:
         reporter.warn(warning)
@@ -246,13 +240,12 @@ def _run(  # long: the run's steps in order, each timed, and the one constructio
         stage_metrics = _stage_metrics(frames, (pipeline.names[-1], evaluation), measure, reporter)
         inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
         evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
-    in_context = _in_context(config, benchmark, qrels, context_frame, evaluation)
-    shown = in_context[list(EVIDENCE_MEASURES)] if in_context is not None else None
+    in_context_ = in_context(config, benchmark, qrels, context_frame, evaluation)
+    shown = in_context_[list(EVIDENCE_MEASURES)] if in_context_ is not None else None
     slices = slice_table(evaluation, {c.queryId: c.slice for c in cases}, shown)
 
     reporter.step("diagnostics")
-    diagnostics = _diagnostics(config, cases, output.hits, context, corpus)
-    latency = latency_table(output.latencies, fetch)
+    per_query = diagnostics(config, cases, output.hits, context, corpus, count)
     return ExperimentResult(
         config=config,
         benchmark=benchmark,
@@ -261,25 +254,43 @@ def _run(  # long: the run's steps in order, each timed, and the one constructio
         rankings=rankings,
         evaluation=evaluation,
         slices=slices,
-        latency=latency,
-        context_tokens=diagnostics["context_tokens"].rename(None) if not diagnostics.empty else pd.Series(dtype=int),
-        failures=pd.DataFrame(output.failures, columns=FAILURE_COLUMNS),
+        latency=latency_table(output.latencies, fetch),
+        context_tokens=per_query["context_tokens"].rename(None) if not per_query.empty else pd.Series(dtype=int),
+        failures=failures,
         timings=timings,
-        stage_names=tuple(pipeline.names),
         stage_rankings=pd.concat([*per_stage.values(), context_frame], ignore_index=True),
         stage_metrics=stage_metrics,
         evidence=evidence,
-        diagnostics=diagnostics,
-        cache_hits=pipeline.cache_hits(),
-        models={s.name: identity for s in pipeline.stages if (identity := getattr(s, "model_identity", None))},
-        external_calls=pipeline.external_calls(),
-        call_counts=pipeline.call_counts(),
+        diagnostics=per_query,
+        **_pipeline_facts(pipeline),
         abstention=abstained,
         qrels=qrels if isinstance(qrels, Evidence) else {q: dict(items) for q, items in qrels.items()},
         parent=parent,
-        context_evidence=in_context,
+        context_evidence=in_context_,
         warnings=tuple(warnings),
     )
+
+
+def _graded(
+    config: RunConfig, benchmark: Benchmark, cases: Sequence[Case]
+) -> tuple[str, dict[str, dict[str, int]] | Evidence]:
+    """The level the run is measured at, and what grades it: document qrels, or at passage level the
+    judged spans, whatever the run's chunking (the contract's passages rule)."""
+    level = benchmark.spec.relevanceUnit if config.evaluation.level == "auto" else config.evaluation.level
+    if level == "document":
+        return level, benchmark.qrels(config.split)
+    return level, evidence_spans(cases, benchmark.documents)
+
+
+def _pipeline_facts(pipeline: Pipeline) -> dict[str, Any]:
+    """What a run records of its pipeline: the stages' names, cache hits, models and external calls."""
+    return {
+        "stage_names": tuple(pipeline.names),
+        "cache_hits": pipeline.cache_hits(),
+        "models": {s.name: m for s in pipeline.stages if (m := getattr(s, "model_identity", None))},
+        "external_calls": pipeline.external_calls(),
+        "call_counts": pipeline.call_counts(),
+    }
 
 
 @contextmanager
@@ -352,122 +363,6 @@ def corpus_for(config: RunConfig, benchmark: Benchmark, chunks: Sequence[Chunk],
 def query_of(case: Case) -> Query:
     """A benchmark case as a retrieval query (with the asker's principals, when it names them)."""
     return Query(case.queryId, case.query, tuple(case.principal) if case.principal else None)
-
-
-def _contexts(config: RunConfig, hits: dict[str, list], corpus: Corpus) -> tuple[dict[str, list], dict[str, float]]:
-    """What the generator would get per query: the final ranking, exact duplicates removed, the
-    first ``final_k``, cut at ``max_tokens``; and the seconds spent fetching it."""
-    from rageval.retrieval.base import Hit
-
-    count = _token_counter(config)
-    out: dict[str, list] = {}
-    seconds: dict[str, float] = {}
-    for qid, query_hits in hits.items():
-        started = time.perf_counter()
-        ids = [h.chunk_id for h in query_hits]
-        if config.context.dedup == "exact":
-            ids = exact_dedup(ids, corpus, limit=config.final_k)
-        ids = ids[: config.final_k]
-        if config.context.max_tokens is not None:
-            kept, used = [], 0
-            for chunk_id in ids:
-                used += count(corpus.by_id(chunk_id).text)
-                if used > config.context.max_tokens:
-                    break
-                kept.append(chunk_id)
-            ids = kept
-        scores = {h.chunk_id: h.score for h in query_hits}
-        out[qid] = [Hit(c, scores[c]) for c in ids]
-        seconds[qid] = time.perf_counter() - started
-    return out, seconds
-
-
-def _in_context(
-    config: RunConfig,
-    benchmark: Benchmark,
-    judged: dict[str, dict[str, int]] | Evidence,
-    context: pd.DataFrame,
-    evaluation: Evaluation,
-) -> pd.DataFrame | None:
-    """At passage level, the evidence in each evaluated query's context (contract rule ``evidence``)."""
-    if not isinstance(judged, Evidence):
-        return None
-    tokens = _token_spans(config, benchmark.documents)
-    found = context_evidence(context, judged, benchmark.documents, tokens, config.evaluation.relevance)
-    return found.reindex(evaluation.per_query.index)
-
-
-def _token_spans(config: RunConfig, documents: Mapping[str, Document]) -> Callable[[str], np.ndarray]:
-    """Where each document's tokens begin, in the tokens the context budget is stated in (each
-    document tokenized once, when first asked)."""
-    tokenizer = get_tokenizer(config.context.tokenizer or config.chunking.tokenizer)
-    starts: dict[str, np.ndarray] = {}
-
-    def token_starts(document_id: str) -> np.ndarray:
-        known = starts.get(document_id)
-        if known is None:
-            spans = tokenizer(documents[document_id].text)
-            known = starts[document_id] = np.fromiter((s for s, _ in spans), dtype=np.int64, count=len(spans))
-        return known
-
-    return token_starts
-
-
-def _token_counter(config: RunConfig) -> Callable[[str], int]:
-    """Tokens in a text, each distinct text tokenized once per run: the same chunks reach many
-    queries' contexts, and each is counted for the context and again for its merged spans."""
-    tokenizer = get_tokenizer(config.context.tokenizer or config.chunking.tokenizer)
-    counts: dict[str, int] = {}
-
-    def count(text: str) -> int:
-        known = counts.get(text)
-        if known is None:
-            known = counts[text] = len(tokenizer(text))
-        return known
-
-    return count
-
-
-def _diagnostics(
-    config: RunConfig, cases: list, hits: dict[str, list], context: dict[str, list], corpus: Corpus
-) -> pd.DataFrame:
-    """Per query: context size and tokens (with overlapping text counted once), redundancy in the
-    final top ``final_k``, permission leaks, and the top score (for abstention)."""
-    count = _token_counter(config)
-    rows = []
-    any_acl = any(d.acl is not None for d in corpus.documents.values())
-    for case in cases:
-        qid = case.queryId
-        final = [corpus.by_id(h.chunk_id) for h in hits.get(qid, [])]
-        chunks = [corpus.by_id(h.chunk_id) for h in context.get(qid, [])]
-        top = final[: config.final_k]
-        principal = case.principal
-        # Without any acl every chunk is visible: skip the per-hit check.
-        leaks = [not visible(corpus.documents[c.parent_id], principal) for c in final] if any_acl else []
-
-        merged = merged_spans(chunks)
-        dedup_tokens = sum(
-            count(corpus.documents[parent].text[start:end]) for parent, spans in merged.items() for start, end in spans
-        )
-        rows.append(
-            {
-                "query_id": qid,
-                "context_chunks": len(chunks),
-                "context_tokens": sum(count(c.text) for c in chunks),
-                "context_tokens_dedup": dedup_tokens,
-                "context_characters_covered": covered_characters(chunks),
-                "unique_parents": len({c.parent_id for c in top}),
-                "overlap_ratio": overlap_ratio(top),
-                "exact_duplicates": len(top) - len(exact_dedup([c.chunk_id for c in top], corpus)),
-                "permission_leaks": sum(leaks),
-                "permission_leaks_context": sum(not visible(corpus.documents[c.parent_id], principal) for c in chunks)
-                if any_acl
-                else 0,
-                "top_score": hits[qid][0].score if hits.get(qid) else np.nan,
-            }
-        )
-    frame = pd.DataFrame(rows).set_index("query_id") if rows else pd.DataFrame()
-    return frame
 
 
 def level_run(rankings: pd.DataFrame, level: str) -> pd.DataFrame:

@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,19 @@ _BATCH = 100
 def resolve_tracking_uri(uri: str | None = None) -> str:
     """``uri``, else ``MLFLOW_TRACKING_URI``, else the project's embedded store (absolute)."""
     return uri or default_tracking_uri()
+
+
+@dataclass(frozen=True)
+class RunDataset:
+    """The data a run used, logged as its MLflow dataset input (the runs table's Dataset column):
+    the rows, the dataset's name, where it lives, its digest (None: of the rows) and the context
+    (the split)."""
+
+    frame: pd.DataFrame
+    name: str = "cases"
+    source: str = ""
+    digest: str | None = None
+    context: str = ""
 
 
 class Tracker:
@@ -176,11 +190,7 @@ class Tracker:
         params: Mapping[str, Any],
         tags: Mapping[str, str],
         files: Mapping[str, bytes] | None = None,
-        dataset: pd.DataFrame | None = None,
-        dataset_name: str = "cases",
-        dataset_source: str = "",
-        dataset_digest: str | None = None,
-        dataset_context: str = "",
+        dataset: RunDataset | None = None,
     ) -> str:
         """Create a run in RUNNING state with its params, tags, files and dataset input, owned by
         this process (see :mod:`rageval.tracking.owners`). ``run_name`` is numbered (``name #2``)
@@ -200,7 +210,7 @@ class Tracker:
         self.log_params(run_id, params)
         self._put(run_id, files or {})
         if dataset is not None:
-            self._log_dataset(run_id, dataset, dataset_name, dataset_source, dataset_digest, dataset_context)
+            self._log_dataset(run_id, dataset)
         return run_id
 
     def set_experiment_description(self, experiment: str, text: str) -> None:
@@ -278,25 +288,24 @@ class Tracker:
     def log_frame(self, run_id: str, artifact_path: str, frame: pd.DataFrame) -> None:
         self.log_bytes(run_id, artifact_path, frame.to_parquet(index=False))
 
-    def _log_dataset(
-        self, run_id: str, frame: pd.DataFrame, name: str, source: str, digest: str | None, context: str
-    ) -> None:
+    def _log_dataset(self, run_id: str, dataset: RunDataset) -> None:
         """Log the cases as an MLflow dataset input (all columns are text), so the UI shows which
         data a run used. The entity is built directly: ``from_pandas`` warns on local paths."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
         from mlflow.exceptions import MlflowException
         from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
+        frame = dataset.frame
         schema = {"mlflow_colspec": [{"type": "string", "name": str(c), "required": True} for c in frame.columns]}
         entity = Dataset(
-            name=name,
-            digest=digest or sha256_bytes(frame.to_csv(index=False).encode())[:16],
+            name=dataset.name,
+            digest=dataset.digest or sha256_bytes(frame.to_csv(index=False).encode())[:16],
             source_type="local",
-            source=json.dumps({"uri": source}),
+            source=json.dumps({"uri": dataset.source}),
             schema=json.dumps(schema),
             profile=json.dumps({"num_rows": len(frame), "num_elements": int(frame.size)}),
         )
-        inputs = [DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)])]
+        inputs = [DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, dataset.context)])]
         try:
             self.client.log_inputs(run_id, inputs)
         except MlflowException:

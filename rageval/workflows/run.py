@@ -41,7 +41,7 @@ from rageval.paths import default_notebook
 from rageval.progress import SILENT, Event, Reporter, channel
 from rageval.tracking.notes import evaluation_note
 from rageval.tracking.records import KIND_TAG, NOTE_TAG, RUN_TIME_METRIC, environment
-from rageval.tracking.store import Tracker
+from rageval.tracking.store import RunDataset, Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.provenance import RAGEVAL_VERSION, Origin, origin
 
@@ -176,9 +176,10 @@ def run_params(config: RunConfig, overrides: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def cases_frame(benchmark: Benchmark, split: str) -> pd.DataFrame:
+def cases_dataset(benchmark: Benchmark, split: str) -> RunDataset:
+    """The split's cases as the run's dataset input, named by benchmark, version and split."""
     rows = [case.model_dump(mode="json", exclude_none=True) for case in benchmark.cases_for(split)]
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "queryId": [r["queryId"] for r in rows],
             "query": [r["query"] for r in rows],
@@ -187,6 +188,8 @@ def cases_frame(benchmark: Benchmark, split: str) -> pd.DataFrame:
             "split": [r["split"] for r in rows],
         }
     )
+    name = f"{benchmark.spec.name}-{benchmark.spec.version}-{split}"
+    return RunDataset(frame, name, str(benchmark.path), benchmark.hashes["cases"][:16], split)
 
 
 @dataclass(frozen=True)
@@ -343,11 +346,7 @@ def create_run(prepared: PreparedRun, tracker: Tracker) -> str:
             "environment.txt": environment().encode(),
             **({"git/diff.patch": prepared.source.diff()} if prepared.source.files else {}),
         },
-        dataset=cases_frame(bench, config.split),
-        dataset_name=f"{bench.spec.name}-{bench.spec.version}-{config.split}",
-        dataset_source=str(bench.path),
-        dataset_digest=bench.hashes["cases"][:16],
-        dataset_context=config.split,
+        dataset=cases_dataset(bench, config.split),
     )
     if config.split == RELEASE_SPLIT:
         try:
