@@ -187,3 +187,47 @@ def test_early_log_raises_what_logging_raised_and_is_quiet_without_a_result(tmp_
     nothing = EarlyLog(tmp_path / "never.pickle", refuse, interval=0.01)
     assert nothing.finish() is None
     nothing.abandon()
+
+
+@pytest.mark.skipif(not available(), reason="the fork server is POSIX-only (os.fork)")
+def test_no_kernel_outlives_a_fork_server_whose_owner_died_while_the_kernel_started(tmp_path):
+    """The owner asks for a kernel and dies before the reply (its end of the pipe closed): the
+    server's reply fails, and the kernel it forked must still be killed as the server ends — an
+    orphan kernel held a dead sweep's stderr open."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from rageval.execution.forkserver import FORK_SERVER
+
+    marker = f"rageval-orphan-check-{os.getpid()}-{time.time_ns()}"
+    env = {**os.environ, "RAGEVAL_TEST_MARKER": marker}  # a forked kernel keeps the server's /proc environ
+    server = subprocess.Popen(
+        [sys.executable, "-m", FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True
+    )
+    assert server.stdin is not None and server.stdout is not None
+    request = {"argv": ["-f", str(tmp_path / "kernel.json")], "env": env, "cwd": str(tmp_path)}
+    server.stdin.write(json.dumps(request) + "\n")
+    server.stdin.flush()
+    server.stdout.close()  # the owner stops listening, as one that died would
+    server.stdin.close()
+    server.wait(timeout=120)
+
+    def marked() -> list[int]:
+        found = []
+        for process in psutil.process_iter():
+            try:
+                if process.environ().get("RAGEVAL_TEST_MARKER") == marker:
+                    found.append(process.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return found
+
+    deadline = time.monotonic() + 10
+    while marked() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = marked()
+    for pid in left:
+        os.kill(pid, 9)
+    assert left == []

@@ -138,18 +138,22 @@ def serve(preload: Sequence[str]) -> None:
         import_modules(preload)  # also freezes what is imported: the forked kernels share those pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # ended kernels are reaped at once: gone means ended
     started: list[int] = []
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _kernel(request)
-        started.append(pid)
-        print(json.dumps({"pid": pid}), flush=True)
-    for pid in started:  # our owner is done, or died: no kernel outlives it
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
+    try:
+        for line in sys.stdin:
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _kernel(request)
+            started.append(pid)
+            # An owner that died while this kernel started makes this write fail (BrokenPipeError):
+            # the kernel it asked for must not outlive it either, hence the finally.
+            print(json.dumps({"pid": pid}), flush=True)
+    finally:
+        for pid in started:  # our owner is done, or died: no kernel outlives it
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
 
 
 def _kernel(request: dict[str, Any]) -> None:
