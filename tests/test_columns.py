@@ -48,7 +48,7 @@ def test_documents_read_as_the_dict_they_replace():
     assert list(documents.values()) == list(expected.values())
     assert list(documents.items()) == list(expected.items())
     assert documents == expected  # Mapping equality: same items
-    assert list(documents.texts()) == [(d.id, d.text) for d in expected.values()]
+    assert list(documents.texts()) == [(d.id, d.title, d.text) for d in expected.values()]
     assert documents.text_length("b") == len("béta — ünïcode ✓") and documents.text_length("z") == 0
     with pytest.raises(KeyError):
         documents["z"]
@@ -71,6 +71,23 @@ def test_many_chunks_keep_every_document(monkeypatch):
     assert len(documents) == 10 and list(documents) == [f"d{i}" for i in range(10)]
     assert documents["d7"] == expected["d7"] and documents["d4"].title == "T4"
     assert [d.id for d in documents.values()] == [f"d{i}" for i in range(10)]
+    assert [t.id for t in documents.texts()] == [f"d{i}" for i in range(10)]  # the repeat skipped here too
+
+
+def test_chunking_the_columns_cuts_the_same_chunks_as_the_documents():
+    from rageval.benchmark.chunking import chunk_corpus
+    from rageval.benchmark.schema import ChunkingConfig
+
+    text = "# Head\n\nFirst paragraph of words here.\n\n## Sub\n\n" + "more words again " * 40
+    rows = [{"id": f"d{i}", "title": f"T{i}", "text": text * (i + 1)} for i in range(4)]
+    documents, expected = _built(rows)
+    for chunking in (
+        ChunkingConfig(method="markdown", size=32, overlap=4, headings=True),
+        ChunkingConfig(method="none"),
+    ):
+        got = chunk_corpus(documents.texts(), chunking)
+        assert got == chunk_corpus(expected.values(), chunking)
+        assert len(got) > len(rows) or chunking.method == "none"
 
 
 def _folder(tmp_path: Path, lines: list[str]) -> Path:

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rageval.benchmark.blocks import Block, parse_blocks
+from rageval.benchmark.columns import DocumentText
 from rageval.benchmark.schema import LEGACY_CHUNK_PARSER, Case, ChunkingConfig, Document
 from rageval.benchmark.spans import covers
 from rageval.benchmark.tokenizers import get_tokenizer
@@ -94,7 +95,7 @@ def _heading_path(blocks: list[Block], start: int) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- chunking
 
 
-def chunk_document(document: Document, config: ChunkingConfig, digest: str | None = None) -> list[Chunk]:
+def chunk_document(document: Document | DocumentText, config: ChunkingConfig, digest: str | None = None) -> list[Chunk]:
     """Cut one document into chunks under ``config``."""
     digest = digest or config_hash(config)
     text = document.text
@@ -115,7 +116,7 @@ def chunk_document(document: Document, config: ChunkingConfig, digest: str | Non
 
 
 def _make_chunk(
-    document: Document,
+    document: Document | DocumentText,
     config: ChunkingConfig,
     digest: str,
     position: int,
@@ -230,8 +231,9 @@ def passage_chunk(document: Document, start: int, end: int, tokenizer: str) -> C
     )
 
 
-def chunk_corpus(documents: Iterable[Document], config: ChunkingConfig) -> list[Chunk]:
-    """Chunk every document; chunks come out in document order, then position order."""
+def chunk_corpus(documents: Iterable[Document | DocumentText], config: ChunkingConfig) -> list[Chunk]:
+    """Chunk every document; chunks come out in document order, then position order. A benchmark's
+    documents are read as ``benchmark.documents.texts()``: no :class:`Document` built for each."""
     digest = config_hash(config)
     return [chunk for document in documents for chunk in chunk_document(document, config, digest)]
 

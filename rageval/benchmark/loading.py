@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rageval.benchmark.columns import Documents, read_documents
+from rageval.benchmark.columns import Documents, DocumentText, read_documents
 from rageval.benchmark.lineage import check_label_chunking, check_lineage
 from rageval.benchmark.lookalike import collisions, lookalike_key, shown
 from rageval.benchmark.provenance import Provenance, provenance_problems, retention_problems
@@ -77,6 +77,10 @@ class Benchmark:
                 )
             )
         return [case for case in self.cases if case.split == split]
+
+    def document_texts(self) -> Iterable[Document | DocumentText]:
+        """Every document's ID, title and text, for chunking: read off the columns when loaded."""
+        return self.documents.texts() if isinstance(self.documents, Documents) else self.documents.values()
 
     def provenance_of(self, case: Case) -> Provenance | None:
         """The case's own provenance block, else benchmark.yaml's default."""

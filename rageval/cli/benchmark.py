@@ -234,7 +234,7 @@ def _passage_qrels(benchmark, config: Path | None, split: str | None) -> dict[st
             param_hint="--config",
         )
     chunking = load_chunking(input_file(config, "--config", "give the run's params file or a chunking YAML"))
-    chunks = chunk_corpus(benchmark.documents.values(), chunking)
+    chunks = chunk_corpus(benchmark.document_texts(), chunking)
     return chunk_qrels_for(benchmark, chunks, chunking, split)
 
 

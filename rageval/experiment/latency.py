@@ -89,7 +89,7 @@ def sample_queries(benchmark: Benchmark, split: str, count: int, seed: int) -> l
 
 def build_pipeline(config: RunConfig, benchmark: Benchmark, cache: Cache | None) -> Pipeline:
     """The configuration's pipeline over its chunks, as :func:`rageval.experiment.run.run_experiment` builds it."""
-    corpus = corpus_for(config, benchmark, chunk_corpus(benchmark.documents.values(), config.chunking), cache)
+    corpus = corpus_for(config, benchmark, chunk_corpus(benchmark.document_texts(), config.chunking), cache)
     return Pipeline.from_config(config.retrieval.stages, corpus, source=f"run configuration '{config.name}'")
 
 

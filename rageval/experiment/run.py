@@ -199,7 +199,7 @@ def _run(
         cases = benchmark.cases_for(config.split)
     with _timed(timings, "chunking"):
         reporter.step("chunking")
-        chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
+        chunks = chunk_corpus(benchmark.document_texts(), config.chunking)
     with _timed(timings, "index"):
         reporter.step("build stages")
         corpus = corpus_for(config, benchmark, chunks, Cache() if cache is True else (cache or None))

@@ -73,7 +73,7 @@ def judgments_for(runs: Sequence[RunArtifacts]) -> Judgments:
         chunking = recorded_chunking(run.info, run.config_yaml)
         digest = config_hash(chunking)
         if digest not in offsets_of:
-            chunks = chunk_corpus(benchmark.documents.values(), chunking)
+            chunks = chunk_corpus(benchmark.document_texts(), chunking)
             texts.update({c.chunk_id: c.text for c in chunks})
             offsets_of[digest] = {c.chunk_id: (c.start, c.end) for c in chunks}
         offsets = offsets_of[digest]

@@ -125,7 +125,7 @@ def _benchmark_for(tracker: Tracker, evaluation_run: str, config_yaml: str) -> B
 
 def _build(config_yaml: str, benchmark: Benchmark, cache: Cache) -> tuple[Pipeline, Corpus]:
     config = config_from_yaml(config_yaml)
-    chunks = chunk_corpus(benchmark.documents.values(), config.chunking)
+    chunks = chunk_corpus(benchmark.document_texts(), config.chunking)
     corpus = corpus_for(config, benchmark, chunks, cache)
     pipeline = Pipeline.from_config(config.retrieval.stages, corpus, source="the bundled config.yaml")
     return pipeline, corpus
