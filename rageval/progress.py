@@ -23,6 +23,7 @@ import os
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -195,3 +196,13 @@ def reporting(reporter: Reporter) -> Iterator[Reporter]:
         yield reporter
     finally:
         _CURRENT.reset(token)
+
+
+@contextmanager
+def no_tqdm_notice() -> Iterator[None]:
+    """Around the first import of a library that imports ``tqdm.auto`` (bm25s, transformers): in a
+    notebook kernel without ipywidgets that import warns once ("IProgress not found"), a red notice
+    in a run's first notebook about bars rageval never shows. The filter is undone on exit."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        yield

