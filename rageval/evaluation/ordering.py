@@ -17,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from rageval.errors import EvaluationError
+from rageval.evaluation import kernels
 from rageval.evaluation.contract import (
     DUPLICATE_POLICIES,
     TIE_POLICIES,
@@ -69,9 +70,14 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         raise EvaluationError(
             f"the run lacks column(s) {', '.join(absent)}; a run has query_id, doc_id, score and optionally rank"
         )
-    codes, queries, grouped_lengths = grouped_query_codes(arrow_strings(run["query_id"], "query ID"))
+    query_ids = arrow_strings(run["query_id"], "query ID")
     docs = arrow_strings(run["doc_id"], "document ID")
     score = run["score"].to_numpy(dtype=np.float64) if "score" in run.columns else np.zeros(len(run))
+    if kernels.available(len(run)) and (ties != "input-order" or "rank" not in run.columns):
+        scanned = _scanned(query_ids, docs, score, ties != "input-order", duplicates)
+        if scanned is not None:
+            return scanned
+    codes, queries, grouped_lengths = grouped_query_codes(query_ids)
     counts = grouped_lengths if grouped_lengths is not None else np.bincount(codes, minlength=len(queries))
     order = _decide_order(run, codes, score, docs, ties, grouped_lengths)
     doc_hash = hash_strings(docs)
@@ -81,6 +87,28 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         query, score, doc_hash = codes[order], score[order], doc_hash[order]
     rank = ranks(query, counts)
     dropped_at = _duplicates(query, rank, doc_hash, order, docs, counts)
+    return _ranked(Ordered(queries, query, rank, score, order, doc_hash, docs, counts), dropped_at, duplicates)
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """A run in the decided order before its repeats are dropped (the fields of :class:`Ranked`)."""
+
+    queries: np.ndarray
+    query: np.ndarray
+    rank: np.ndarray
+    score: np.ndarray
+    order: np.ndarray | None
+    hash: np.ndarray
+    docs: pa.Array
+    counts: np.ndarray
+
+
+def _ranked(run: Ordered, dropped_at: np.ndarray, duplicates: str) -> Ranked:
+    """``run`` as :class:`Ranked`, the repeats at ``dropped_at`` dropped (or an error, by the policy)."""
+    queries, query, rank, score, order, doc_hash, docs, counts = (
+        run.queries, run.query, run.rank, run.score, run.order, run.hash, run.docs, run.counts,
+    )  # fmt: skip
     dropped = np.bincount(query[dropped_at], minlength=len(queries))
     if len(dropped_at):
         if duplicates == "error":
@@ -109,6 +137,22 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         lengths=counts,
         dropped=dropped,
     )
+
+
+def _scanned(query_ids: pa.Array, docs: pa.Array, score: np.ndarray, by_score: bool, duplicates: str) -> Ranked | None:
+    """The run in the decided order from one compiled pass (:mod:`~rageval.evaluation.kernels`) when
+    it already is in that order (grouped by query, each in strictly descending score when ``by_score``);
+    else None: the numpy path decides."""
+    status, scan = kernels.grouped_scan(query_ids, docs, score if by_score else None)
+    if status != kernels.OK or scan is None:
+        return None
+    names = query_ids.take(pa.array(scan.starts)).to_numpy(zero_copy_only=False).astype(object)
+    if not pd.Index(names, dtype=object).is_unique:  # a query in several blocks: not grouped
+        return None
+    counts = np.diff(scan.starts, append=len(docs))
+    rank = scan.ranks
+    dropped_at = _confirm(scan.suspects, scan.codes, None, docs)
+    return _ranked(Ordered(names, scan.codes, rank, score, None, scan.hashes, docs, counts), dropped_at, duplicates)
 
 
 def ranks(query: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
@@ -256,7 +300,14 @@ def _duplicates(
         if not len(suspects):
             return EMPTY
         candidates = np.flatnonzero(pd.Index(keys).isin(np.unique(suspects)))
-    # Equal hashes only suggest a repeat: confirm on the IDs themselves.
+    return _confirm(candidates, query, order, docs)
+
+
+def _confirm(candidates: np.ndarray, query: np.ndarray, order: np.ndarray | None, docs: pa.Array) -> np.ndarray:
+    """The ``candidates`` (ascending positions in the decided order, each repeat's first occurrence
+    among them) that repeat an earlier one's query and document ID: equal hashes only suggest it."""
+    if not len(candidates):
+        return EMPTY
     at = candidates if order is None else order[candidates]
     names = docs.take(pa.array(at, type=pa.int64())).to_numpy(zero_copy_only=False)
     confirmed = pd.DataFrame({"q": query[candidates], "d": names}).duplicated(keep="first").to_numpy()

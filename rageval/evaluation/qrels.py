@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rageval.evaluation import kernels
 from rageval.evaluation.ids import arrow_strings, hash_strings, query_key
 from rageval.evaluation.ordering import EMPTY, Ranked
 
@@ -132,6 +133,8 @@ def _candidates(ranked: Ranked, doc_hash: np.ndarray, code: np.ndarray) -> np.nd
     top, below = np.zeros(1 << bits, dtype=bool), np.zeros(1 << bits, dtype=bool)
     top[judged >> shift] = True
     below[(judged >> shift2) & mask] = True
+    if kernels.available(len(ranked.query)):  # one compiled pass
+        return kernels.candidates(ranked.query, ranked.hash, (top, below), (_SPREAD, shift, shift2, mask))
     found = []
     for low in range(0, len(ranked.query), _BLOCK):
         key = ranked.query[low : low + _BLOCK].astype(np.uint64)
