@@ -124,12 +124,18 @@ def _free(table, hashes, start, row):  # fmt: skip
 
 
 @_jit
-def candidates(query, hashes, tables, shifts, out):  # fmt: skip
-    """Rows whose key ``hash + query * spread`` hits both bit ``tables`` (packed 64 to a word: the top
-    bits, the bits below; ``shifts``: spread, the top's shift, the lower's shift and mask); written to
-    ``out`` while it has room; returns how many there are."""
-    top, below = tables
+def candidates(query, hashes, judged, shifts, out):  # fmt: skip
+    """Rows whose key ``hash + query * spread`` is in both bit tables of the ``judged`` keys (the top
+    bits, the bits below; ``shifts``: spread, the top's shift, the lower's shift and mask), written to
+    ``out`` while it has room; returns how many there are. Tables packed 64 bits to a word: 8 times
+    smaller than bytes, so they stay in the CPU's cache."""
     spread, shift, shift2, mask = shifts
+    words = np.int64(mask >> np.uint64(6)) + 1
+    top, below = np.zeros(words, dtype=np.uint64), np.zeros(words, dtype=np.uint64)
+    for key in judged:
+        high, bits = key >> shift, (key >> shift2) & mask
+        top[high >> np.uint64(6)] |= np.uint64(1) << (high & np.uint64(63))
+        below[bits >> np.uint64(6)] |= np.uint64(1) << (bits & np.uint64(63))
     found = 0
     six, low = np.uint64(6), np.uint64(63)
     one = np.uint64(1)

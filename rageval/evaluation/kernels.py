@@ -83,16 +83,16 @@ def grouped_scan(queries: pa.Array, docs: pa.Array, score: np.ndarray | None) ->
     return OK, Scan(codes, ranks, hashes, starts[:groups], np.unique(suspects[:found]))
 
 
-def candidates(query: np.ndarray, hashes: np.ndarray, tables: tuple[np.ndarray, np.ndarray], shifts: Any) -> np.ndarray:
-    """Rows whose key (``query * spread + hash``) hits both bit tables (``shifts``: spread, the top
-    table's shift, the lower table's shift and mask), as :func:`rageval.evaluation.qrels._candidates`."""
+def candidates(query: np.ndarray, hashes: np.ndarray, judged: np.ndarray, shifts: Any) -> np.ndarray:
+    """Rows whose key (``hash + query * spread``) may be one of the ``judged`` keys, by two bit tables
+    (``shifts``: spread, the top table's shift, the lower table's shift and mask), as
+    :func:`rageval.evaluation.qrels._candidates` finds them."""
     kernels = _compiled()
-    packed = tuple(np.packbits(table, bitorder="little").view(np.uint64) for table in tables)  # 8x smaller: cached
     out = np.empty(max(len(query) // 16, 1024), dtype=np.int64)
-    found = kernels.candidates(query, hashes, packed, shifts, out)
+    found = kernels.candidates(query, hashes, judged, shifts, out)
     if found > len(out):
         out = np.empty(found, dtype=np.int64)
-        kernels.candidates(query, hashes, packed, shifts, out)
+        kernels.candidates(query, hashes, judged, shifts, out)
     return out[:found]
 
 

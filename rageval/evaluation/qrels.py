@@ -128,13 +128,13 @@ def _candidates(ranked: Ranked, doc_hash: np.ndarray, code: np.ndarray) -> np.nd
     shift = np.uint64(64 - bits)
     mask, shift2 = np.uint64((1 << bits) - 1), np.uint64(max(64 - 2 * bits, 0))
     judged = doc_hash + code.astype(np.uint64) * _SPREAD
+    if kernels.available(len(ranked.query)):  # one compiled pass
+        return kernels.candidates(ranked.query, ranked.hash, judged, (_SPREAD, shift, shift2, mask))
     # Two tables on the key's top bits and the bits below them (a product's best-mixed bits): the
     # second discards most of the first's false hits, for a pass over those hits only.
     top, below = np.zeros(1 << bits, dtype=bool), np.zeros(1 << bits, dtype=bool)
     top[judged >> shift] = True
     below[(judged >> shift2) & mask] = True
-    if kernels.available(len(ranked.query)):  # one compiled pass
-        return kernels.candidates(ranked.query, ranked.hash, (top, below), (_SPREAD, shift, shift2, mask))
     found = []
     for low in range(0, len(ranked.query), _BLOCK):
         key = ranked.query[low : low + _BLOCK].astype(np.uint64)
