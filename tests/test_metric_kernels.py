@@ -4,10 +4,14 @@ it hands back (ties, scores out of order, long IDs, long queries, a query in two
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from conftest import ROOT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -162,3 +166,36 @@ def test_a_missing_score_is_the_same_error():
     run = pd.DataFrame({"query_id": ["a", "a"], "doc_id": ["x", "y"], "score": [1.0, float("nan")]})
     with pytest.raises(EvaluationError, match="1 missing score"):
         evaluate(run, {"a": {"x": 1}}, ["P@5"])
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT)
+
+
+def test_a_small_run_does_not_import_numba():
+    # numba's import (≈0.2 s) and its compiled passes are for large runs: `rageval run` on a small
+    # benchmark does not pay them.
+    done = _python(
+        "import sys, pandas as pd\n"
+        "from rageval.evaluation import evaluate\n"
+        "run = pd.DataFrame({'query_id': ['a', 'a'], 'doc_id': ['x', 'y'], 'score': [2.0, 1.0]})\n"
+        "print(evaluate(run, {'a': {'y': 1}}, ['RR']).per_query.loc['a', 'RR'], 'numba' in sys.modules)"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0.5", "False"]
+
+
+def test_without_a_writable_cache_directory_the_passes_compile_in_the_process():
+    # numba refuses cache=True when no locator finds a writable directory (a read-only install and
+    # home): the kernels then compile without a cache, and give the same values.
+    done = _python(
+        "import numba.core.caching as caching, pandas as pd\n"
+        "caching.CacheImpl._locator_classes = []\n"
+        "from rageval.evaluation import evaluate, kernels\n"
+        "kernels.MIN_ROWS = 0\n"
+        "run = pd.DataFrame({'query_id': ['a'] * 3, 'doc_id': ['x', 'y', 'x'], 'score': [3.0, 2.0, 1.0]})\n"
+        "e = evaluate(run, {'a': {'y': 1}}, ['RR'])\n"
+        "print(e.per_query.loc['a', 'RR'], e.duplicates, kernels._compiled().grouped_scan._cache.__class__.__name__)"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0.5", "1", "NullCache"]
