@@ -3,7 +3,8 @@
 The tie policy decides the order: a run already grouped by query in score order costs one check;
 otherwise rows are grouped by a radix sort and each query sorted by score. Only tied rows are
 sorted again, by document ID. Duplicates: sorting each query's 32-bit hash prefixes finds
-candidates, confirmed on the IDs; the first occurrence in the decided order stays.
+candidates, confirmed on the IDs; the first occurrence in the decided order stays. A large run
+already in the decided order is read in one compiled pass instead (:mod:`~rageval.evaluation.kernels`).
 """
 
 from __future__ import annotations
