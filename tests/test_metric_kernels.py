@@ -1,6 +1,7 @@
 """The compiled passes (rageval.evaluation.kernels), forced on for small runs: the same hashes, repeats
 and values as the numpy path and as ir-measures (pytrec_eval), on runs the scan settles and on runs
-it hands back (ties, scores out of order, long IDs, long queries, a query in two blocks)."""
+it hands back (scores out of order, long IDs, long queries, a query in two blocks), ties and repeats
+included."""
 
 from __future__ import annotations
 
@@ -93,15 +94,16 @@ judgments = st.dictionaries(
 )
 
 
-def frame(queries: list[tuple[str, list[str]]]) -> pd.DataFrame:
-    rows = [(q, d, float(len(docs) - i)) for q, docs in queries for i, d in enumerate(docs)]
+def frame(queries: list[tuple[str, list[str]]], tied: bool = False) -> pd.DataFrame:
+    """Rows grouped by query, scores descending (``tied``: every two neighbours tie)."""
+    rows = [(q, d, float((len(docs) - i) // (2 if tied else 1))) for q, docs in queries for i, d in enumerate(docs)]
     return pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]).astype({"query_id": "str", "doc_id": "str"})
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
-@given(ordered_runs, judgments, st.sampled_from(["docid-asc", "docid-desc", "input-order"]))
-def test_ordered_runs_give_ir_measures_values_on_the_compiled_path(queries, qrels, ties):
-    run = frame(queries)
+@given(ordered_runs, judgments, st.sampled_from(["docid-asc", "docid-desc", "input-order"]), st.booleans())
+def test_ordered_runs_give_ir_measures_values_on_the_compiled_path(queries, qrels, ties, tied):
+    run = frame(queries, tied)
     assert scan_status(run) == kernels.OK  # the scan settles these runs itself
     assert_same(run, qrels, ties=ties)
 
@@ -131,12 +133,12 @@ def test_repeats_are_found_and_the_first_occurrence_stays():
 @pytest.mark.parametrize(
     ("rows", "status"),
     [
-        ([("a", "x", 2.0), ("a", "y", 2.0), ("b", "z", 1.0)], kernels.NOT_IN_ORDER),  # a tie
+        ([("a", "y", 2.0), ("a", "x", 2.0), ("a", "y", 2.0), ("b", "z", 1.0)], kernels.OK),  # ties, reordered
         ([("a", "x", 1.0), ("a", "y", 2.0)], kernels.NOT_IN_ORDER),  # ascending scores
         ([("a", "x", 1.0), ("a", "y" * 300, 0.5)], kernels.LONG_ID),  # hashed another way
     ],
 )
-def test_runs_the_scan_hands_back_get_the_same_values(rows, status):
+def test_runs_the_scan_settles_or_hands_back_get_the_same_values(rows, status):
     run = pd.DataFrame(rows, columns=["query_id", "doc_id", "score"])
     assert scan_status(run) == status
     assert_same(run, {"a": {"x": 1, "y": 2, "y" * 300: 3}, "b": {"z": 1}})

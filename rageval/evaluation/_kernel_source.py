@@ -64,14 +64,14 @@ def grouped_scan(queries, docs, masks, score, check_score, out):  # fmt: skip
     the firsts), ``table`` a hash table (all -1; a slot is the current query's while it holds a row
     from that query's start on).
 
-    Returns (status, queries, suspects found): status 0, or 1 not grouped, 2 a query's scores not
-    strictly descending (or NaN) when ``check_score``, 3 an ID longer than _LONG bytes, 4 more
+    Returns (status, queries, suspects found, tied rows): status 0, or 1 not grouped, 2 a query's
+    scores not descending (or NaN) when ``check_score``, 3 an ID longer than _LONG bytes, 4 more
     suspects than fit, 5 a query with more than half as many rows as ``table`` has slots."""
     query_offsets, query_data = queries
     doc_offsets, doc_data, doc_words = docs
     codes, ranks, hashes, starts, suspects, table = out
     n = doc_offsets.shape[0] - 1
-    group, start, found = -1, 0, 0
+    group, start, found, ties = -1, 0, 0, 0
     for row in range(n):
         changed = row == 0
         if not changed:  # the query ID differs from the row before's
@@ -85,31 +85,33 @@ def grouped_scan(queries, docs, masks, score, check_score, out):  # fmt: skip
         if changed:
             group += 1
             if group >= starts.shape[0] or (group > 1024 and group * _DIRECTIONS > row):
-                return 1, group, found
+                return 1, group, found, ties
             starts[group] = row
             start = row
-        elif check_score and not score[row] < score[row - 1]:
-            return 2, group, found
+        elif check_score and not score[row] <= score[row - 1]:
+            return 2, group, found, ties
+        elif check_score and score[row] == score[row - 1]:
+            ties += 1  # the tie policy orders these rows next
         if check_score and score[row] != score[row]:
-            return 2, group, found
+            return 2, group, found, ties
         if doc_offsets[row + 1] - doc_offsets[row] > _LONG:
-            return 3, group, found
+            return 3, group, found, ties
         value = _hash(doc_offsets, doc_data, doc_words, masks, row)
         codes[row] = group
         ranks[row] = row - start + 1
         hashes[row] = value
         if 2 * (row - start + 1) > table.shape[0]:
-            return 5, group, found
+            return 5, group, found, ties
         slot = _free(table, hashes, start, row)
         if table[slot] < start:
             table[slot] = row
         else:  # an earlier row of this query with the same hash: both are suspects
             if found + 2 > suspects.shape[0]:
-                return 4, group, found
+                return 4, group, found, ties
             suspects[found] = table[slot]
             suspects[found + 1] = row
             found += 2
-    return 0, group + 1, found
+    return 0, group + 1, found, ties
 
 
 @_inline

@@ -41,6 +41,7 @@ class Scan:
     hashes: np.ndarray  # per row: hash_strings of its document ID
     starts: np.ndarray  # per query: first row
     suspects: np.ndarray  # rows whose document hash repeats within their query (ascending), and the firsts
+    tied: bool  # some query has equal scores on neighbouring rows (the tie policy reorders them)
 
 
 def _buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -56,8 +57,8 @@ def _buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def grouped_scan(queries: pa.Array, docs: pa.Array, score: np.ndarray | None) -> tuple[int, Scan | None]:
-    """One pass over a run grouped by query (``score``: check each query is in strictly descending
-    score order; None: the input order is the order). Returns a status (:data:`OK` or why not) and
+    """One pass over a run grouped by query (``score``: check each query is in descending score
+    order, and whether any scores tie; None: the input order is the order). Returns a status (:data:`OK` or why not) and
     the scan."""
     kernels = _compiled()
     query_offsets, query_data, _ = _buffers(queries)
@@ -72,7 +73,7 @@ def grouped_scan(queries: pa.Array, docs: pa.Array, score: np.ndarray | None) ->
     width = _WIDTH
     while True:  # a table of twice the longest query's rows: small enough for the CPU's cache
         out = (codes, ranks, hashes, starts, suspects, np.full(width, -1, dtype=np.int64))
-        status, groups, found = kernels.grouped_scan(
+        status, groups, found, ties = kernels.grouped_scan(
             (query_offsets, query_data), (doc_offsets, doc_data, doc_words), _MASKS, scores, score is not None, out
         )
         if status != LONG_QUERY or width >= 2 * n:
@@ -80,7 +81,7 @@ def grouped_scan(queries: pa.Array, docs: pa.Array, score: np.ndarray | None) ->
         width *= 8
     if status != OK:
         return int(status), None
-    return OK, Scan(codes, ranks, hashes, starts[:groups], np.unique(suspects[:found]))
+    return OK, Scan(codes, ranks, hashes, starts[:groups], np.unique(suspects[:found]), ties > 0)
 
 
 def candidates(query: np.ndarray, hashes: np.ndarray, judged: np.ndarray, shifts: Any) -> np.ndarray:

@@ -75,7 +75,7 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
     docs = arrow_strings(run["doc_id"], "document ID")
     score = run["score"].to_numpy(dtype=np.float64) if "score" in run.columns else np.zeros(len(run))
     if kernels.available(len(run)) and (ties != "input-order" or "rank" not in run.columns):
-        scanned = _scanned(query_ids, docs, score, ties != "input-order", duplicates)
+        scanned = _scanned(query_ids, docs, score, ties, duplicates)
         if scanned is not None:
             return scanned
     codes, queries, grouped_lengths = grouped_query_codes(query_ids)
@@ -140,10 +140,11 @@ def _ranked(run: Ordered, dropped_at: np.ndarray, duplicates: str) -> Ranked:
     )
 
 
-def _scanned(query_ids: pa.Array, docs: pa.Array, score: np.ndarray, by_score: bool, duplicates: str) -> Ranked | None:
+def _scanned(query_ids: pa.Array, docs: pa.Array, score: np.ndarray, ties: str, duplicates: str) -> Ranked | None:
     """The run in the decided order from one compiled pass (:mod:`~rageval.evaluation.kernels`) when
-    it already is in that order (grouped by query, each in strictly descending score when ``by_score``);
-    else None: the numpy path decides."""
+    it is grouped by query, each query in descending score (or ``ties`` is input-order): tied rows are
+    then ordered by the tie policy. Else None: the numpy path decides."""
+    by_score = ties != "input-order"
     status, scan = kernels.grouped_scan(query_ids, docs, score if by_score else None)
     if status != kernels.OK or scan is None:
         return None
@@ -151,9 +152,19 @@ def _scanned(query_ids: pa.Array, docs: pa.Array, score: np.ndarray, by_score: b
     if not pd.Index(names, dtype=object).is_unique:  # a query in several blocks: not grouped
         return None
     counts = np.diff(scan.starts, append=len(docs))
-    rank = scan.ranks
-    dropped_at = _confirm(scan.suspects, scan.codes, None, docs)
-    return _ranked(Ordered(names, scan.codes, rank, score, None, scan.hashes, docs, counts), dropped_at, duplicates)
+    order, hashes, suspects = None, scan.hashes, scan.suspects
+    if by_score and scan.tied:  # tied rows move within their query: codes and ranks stay
+        order = np.arange(len(docs))
+        _sort_tied_by_doc(
+            order, _inside(score[1:] == score[:-1], _breaks(counts)), docs, descending=ties == "docid-desc"
+        )
+        score, hashes = score[order], hashes[order]
+        if len(suspects):  # every row of a repeat is a suspect: where each now stands
+            position = np.empty(len(order), dtype=np.int64)
+            position[order] = np.arange(len(order))
+            suspects = np.sort(position[suspects])
+    dropped_at = _confirm(suspects, scan.codes, order, docs)
+    return _ranked(Ordered(names, scan.codes, scan.ranks, score, order, hashes, docs, counts), dropped_at, duplicates)
 
 
 def ranks(query: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
