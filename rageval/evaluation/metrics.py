@@ -17,6 +17,10 @@ How a run becomes numbers, once, whatever the measures:
 4. The measures read only the judged rows (a few per query) and per-query counts: natively
    (:mod:`~rageval.evaluation.native`, a registry of measures) or through ir-measures
    (:mod:`~rageval.evaluation.bridge`).
+
+On a large run already in the decided order (millions of rows, grouped by query in score order, as
+a stage writes them), steps 1–3 take one compiled pass (:mod:`~rageval.evaluation.kernels`, numba)
+instead of several numpy ones: same hashes, same answers.
 """
 
 from __future__ import annotations

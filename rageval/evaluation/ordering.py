@@ -3,7 +3,8 @@
 The tie policy decides the order: a run already grouped by query in score order costs one check;
 otherwise rows are grouped by a radix sort and each query sorted by score. Only tied rows are
 sorted again, by document ID. Duplicates: sorting each query's 32-bit hash prefixes finds
-candidates, confirmed on the IDs; the first occurrence in the decided order stays.
+candidates, confirmed on the IDs; the first occurrence in the decided order stays. A large run
+already in the decided order is read in one compiled pass instead (:mod:`~rageval.evaluation.kernels`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pandas as pd
 import pyarrow as pa
 
 from rageval.errors import EvaluationError
+from rageval.evaluation import kernels
 from rageval.evaluation.contract import (
     DUPLICATE_POLICIES,
     TIE_POLICIES,
@@ -69,9 +71,14 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         raise EvaluationError(
             f"the run lacks column(s) {', '.join(absent)}; a run has query_id, doc_id, score and optionally rank"
         )
-    codes, queries, grouped_lengths = grouped_query_codes(arrow_strings(run["query_id"], "query ID"))
+    query_ids = arrow_strings(run["query_id"], "query ID")
     docs = arrow_strings(run["doc_id"], "document ID")
     score = run["score"].to_numpy(dtype=np.float64) if "score" in run.columns else np.zeros(len(run))
+    if kernels.available(len(run)) and (ties != "input-order" or "rank" not in run.columns):
+        scanned = _scanned(query_ids, docs, score, ties, duplicates)
+        if scanned is not None:
+            return scanned
+    codes, queries, grouped_lengths = grouped_query_codes(query_ids)
     counts = grouped_lengths if grouped_lengths is not None else np.bincount(codes, minlength=len(queries))
     order = _decide_order(run, codes, score, docs, ties, grouped_lengths)
     doc_hash = hash_strings(docs)
@@ -81,6 +88,28 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         query, score, doc_hash = codes[order], score[order], doc_hash[order]
     rank = ranks(query, counts)
     dropped_at = _duplicates(query, rank, doc_hash, order, docs, counts)
+    return _ranked(Ordered(queries, query, rank, score, order, doc_hash, docs, counts), dropped_at, duplicates)
+
+
+@dataclass(frozen=True)
+class Ordered:
+    """A run in the decided order before its repeats are dropped (the fields of :class:`Ranked`)."""
+
+    queries: np.ndarray
+    query: np.ndarray
+    rank: np.ndarray
+    score: np.ndarray
+    order: np.ndarray | None
+    hash: np.ndarray
+    docs: pa.Array
+    counts: np.ndarray
+
+
+def _ranked(run: Ordered, dropped_at: np.ndarray, duplicates: str) -> Ranked:
+    """``run`` as :class:`Ranked`, the repeats at ``dropped_at`` dropped (or an error, by the policy)."""
+    queries, query, rank, score, order, doc_hash, docs, counts = (
+        run.queries, run.query, run.rank, run.score, run.order, run.hash, run.docs, run.counts,
+    )  # fmt: skip
     dropped = np.bincount(query[dropped_at], minlength=len(queries))
     if len(dropped_at):
         if duplicates == "error":
@@ -109,6 +138,33 @@ def rank_run(run: pd.DataFrame, ties: str, duplicates: str) -> Ranked:
         lengths=counts,
         dropped=dropped,
     )
+
+
+def _scanned(query_ids: pa.Array, docs: pa.Array, score: np.ndarray, ties: str, duplicates: str) -> Ranked | None:
+    """The run in the decided order from one compiled pass (:mod:`~rageval.evaluation.kernels`) when
+    it is grouped by query, each query in descending score (or ``ties`` is input-order): tied rows are
+    then ordered by the tie policy. Else None: the numpy path decides."""
+    by_score = ties != "input-order"
+    status, scan = kernels.grouped_scan(query_ids, docs, score if by_score else None)
+    if status != kernels.OK or scan is None:
+        return None
+    names = query_ids.take(pa.array(scan.starts)).to_numpy(zero_copy_only=False).astype(object)
+    if not pd.Index(names, dtype=object).is_unique:  # a query in several blocks: not grouped
+        return None
+    counts = np.diff(scan.starts, append=len(docs))
+    order, hashes, suspects = None, scan.hashes, scan.suspects
+    if by_score and scan.tied:  # tied rows move within their query: codes and ranks stay
+        order = np.arange(len(docs))
+        _sort_tied_by_doc(
+            order, _inside(score[1:] == score[:-1], _breaks(counts)), docs, descending=ties == "docid-desc"
+        )
+        score, hashes = score[order], hashes[order]
+        if len(suspects):  # every row of a repeat is a suspect: where each now stands
+            position = np.empty(len(order), dtype=np.int64)
+            position[order] = np.arange(len(order))
+            suspects = np.sort(position[suspects])
+    dropped_at = _confirm(suspects, scan.codes, order, docs)
+    return _ranked(Ordered(names, scan.codes, scan.ranks, score, order, hashes, docs, counts), dropped_at, duplicates)
 
 
 def ranks(query: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
@@ -256,7 +312,14 @@ def _duplicates(
         if not len(suspects):
             return EMPTY
         candidates = np.flatnonzero(pd.Index(keys).isin(np.unique(suspects)))
-    # Equal hashes only suggest a repeat: confirm on the IDs themselves.
+    return _confirm(candidates, query, order, docs)
+
+
+def _confirm(candidates: np.ndarray, query: np.ndarray, order: np.ndarray | None, docs: pa.Array) -> np.ndarray:
+    """The ``candidates`` (ascending positions in the decided order, each repeat's first occurrence
+    among them) that repeat an earlier one's query and document ID: equal hashes only suggest it."""
+    if not len(candidates):
+        return EMPTY
     at = candidates if order is None else order[candidates]
     names = docs.take(pa.array(at, type=pa.int64())).to_numpy(zero_copy_only=False)
     confirmed = pd.DataFrame({"q": query[candidates], "d": names}).duplicated(keep="first").to_numpy()

@@ -12,6 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rageval.evaluation import kernels
 from rageval.evaluation.ids import arrow_strings, hash_strings, query_key
 from rageval.evaluation.ordering import EMPTY, Ranked
 
@@ -127,6 +128,8 @@ def _candidates(ranked: Ranked, doc_hash: np.ndarray, code: np.ndarray) -> np.nd
     shift = np.uint64(64 - bits)
     mask, shift2 = np.uint64((1 << bits) - 1), np.uint64(max(64 - 2 * bits, 0))
     judged = doc_hash + code.astype(np.uint64) * _SPREAD
+    if kernels.available(len(ranked.query)):  # one compiled pass
+        return kernels.candidates(ranked.query, ranked.hash, judged, (_SPREAD, shift, shift2, mask))
     # Two tables on the key's top bits and the bits below them (a product's best-mixed bits): the
     # second discards most of the first's false hits, for a pass over those hits only.
     top, below = np.zeros(1 << bits, dtype=bool), np.zeros(1 << bits, dtype=bool)
