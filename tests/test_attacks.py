@@ -75,12 +75,11 @@ def forge(store: str, files: dict[str, Path], scene: dict[str, str], links: dict
     """A release run made by hand with the tags, params and files `rageval release` writes, claiming PASS."""
     tags = {
         "rageval.kind": "release",
-        "rageval.release.verdict": "pass",
-        "rageval.release.baseline": scene["baseline"],
-        "rageval.release.candidate": scene["candidate"],
+        "rageval.verdict": "pass",
+        "rageval.baseline": scene["baseline"],
+        "rageval.candidates": scene["candidate"],
         "rageval.release.family": FAMILY,
         "rageval.simulated": "false",
-        **{f"rageval.release.{layer}": run for layer, run in links.items()},
         **changes.get("tags", {}),
     }
     params = changes.get("params", links)
@@ -111,9 +110,9 @@ def only_release_tags(store, files, scene):
     tracker = Tracker(store)
     tags = {
         "rageval.kind": "release",
-        "rageval.release.verdict": "pass",
-        "rageval.release.baseline": scene["baseline"],
-        "rageval.release.candidate": scene["candidate"],
+        "rageval.verdict": "pass",
+        "rageval.baseline": scene["baseline"],
+        "rageval.candidates": scene["candidate"],
         "rageval.release.family": FAMILY,
     }
     run_id = tracker.create_run(EXPERIMENT, "release tags only", params={}, tags=tags)
@@ -131,12 +130,12 @@ def failing_evidence_claimed_passing(store, files, scene):
 
 def edited_link(store, files, scene):
     run_id = real_release(store, files, layers(scene))
-    Tracker(store).client.set_tag(run_id, "rageval.release.shadow", scene["shadow_simulated"])
+    Tracker(store).client.set_tag(run_id, "rageval.baseline", scene["shadow_simulated"])
     return run_id
 
 
-def links_differ_from_params(store, files, scene):
-    return forge(store, files, scene, layers(scene), params=layers(scene, gate="gate_other"))
+def tags_name_another_pair(store, files, scene):
+    return forge(store, files, scene, layers(scene), tags={"rageval.candidates": scene["baseline"]})
 
 
 def gate_on_another_pair(store, files, scene):
@@ -175,8 +174,8 @@ def unsealed_layer(store, files, scene):
         tags={
             "rageval.kind": "review",
             "rageval.review.gate": scene["gate"],
-            "rageval.review.baseline": scene["baseline"],
-            "rageval.review.candidate": scene["candidate"],
+            "rageval.baseline": scene["baseline"],
+            "rageval.candidates": scene["candidate"],
             "rageval.review.status": "complete",
             "rageval.review.open_rejections": "0",
             "rageval.review.reviewers": "ada",
@@ -213,7 +212,7 @@ ATTACKS: list[tuple[str, Callable[..., str], str]] = [
     ("a hand-made release linking no evidence", no_evidence, "gate: no gate run given (required by the policy)"),
     ("failing evidence claimed as pass", failing_evidence_claimed_passing, "review has 2 open rejection(s)"),
     ("a link edited after sealing", edited_link, "was altered after sealing"),
-    ("tags linking runs its params do not", links_differ_from_params, "its tag rageval.release.gate names run {gate}"),
+    ("tags naming another pair than its layers", tags_name_another_pair, "it names candidate run {baseline} but its evidence concerns {candidate}"),
     ("a gate on another pair", gate_on_another_pair, "mismatch: its candidate is run {candidate}, the release's is {other}"),
     ("a simulated shadow in a real release", simulated_shadow_in_a_real_release, "rests on SIMULATED or scripted evidence (shadow {shadow_simulated})"),
     ("simulated evidence tagged real", simulated_evidence_tagged_real, "it says rageval.simulated='false', its evidence is simulated=True"),
@@ -274,7 +273,7 @@ def test_a_hand_made_rollback_does_not_pass_item_10(store, files, scene):
         tags={
             "rageval.kind": "rollback",
             "rageval.promotion.release": release_run,
-            "rageval.rollback.verdict": "pass",
+            "rageval.verdict": "pass",
             "rageval.registry.model": FAMILY,
             "rageval.registry.from": "1",
         },

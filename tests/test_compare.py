@@ -100,6 +100,13 @@ def test_chunking_matters_only_where_passages_were_matched_by_chunk_id():
     assert document == []
     contract = cmp.differences(info("a"), info("b", params={"metrics.contract": "rageval-metrics/2"}))
     assert contract and "metric contract differs" in contract[0]
+    # the evaluation options, one param now (a param each before): the option that differs is named
+    ties = cmp.differences(
+        info("a", params={"evaluation": "ties=docid-asc; duplicates=keep-first; relevance=1; gain=grade"}),
+        info("b", params={"evaluation.ties": "score-only", "evaluation.duplicates": "keep-first",
+                          "evaluation.relevance": "1", "evaluation.gain": "grade"}),
+    )  # fmt: skip
+    assert ties == ["metric contract differs (evaluation: ties): baseline a has docid-asc, candidate b has score-only"]
 
 
 def test_check_comparable_refuses_unless_allowed():
@@ -471,5 +478,6 @@ def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_la
     note = f"(baseline: {recorded['baseline']}; three-candidates: {recorded['three-candidates']})"
     assert note in markdown and note in cmp.render(comparison, "text") and "not a paired timing" in markdown
     assert "`rageval gate` times the pair interleaved" in markdown
+    assert "the gate run's results.md and its metric p95_cpu_ratio" in markdown
     older = dataclasses.replace(comparison, costs=comparison.costs.assign(latency="clock and load not recorded"))
     assert "(baseline: clock and load not recorded;" in cmp.render(older, "markdown")

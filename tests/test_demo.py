@@ -45,12 +45,12 @@ def test_the_demo_walks_the_release_path_to_a_champion(tmp_path: Path) -> None:
         assert tracker.run(layers[name]).tags.get("rageval.simulated") == "true", name
 
     release = tracker.run(_ids(out, "release")).tags
-    assert release["rageval.kind"] == "release" and release["rageval.release.verdict"] == "pass"
-    assert {name: release[f"rageval.release.{name}"] for name in layers} == layers
+    assert release["rageval.kind"] == "release" and release["rageval.verdict"] == "pass"
+    assert {name: tracker.run(_ids(out, "release")).params[name] for name in layers} == layers
 
     family = release["rageval.release.family"]
     champion = Registry(tracker).alias(family, CHAMPION)
-    assert champion is not None and champion.evaluation_run == release["rageval.release.candidate"]
+    assert champion is not None and champion.evaluation_run == release["rageval.candidates"]
     # The demo's evidence is simulated: its promotion and registry version say so plainly.
     assert re.search(r"^promotion [0-9a-f]{32} \(SIMULATED\): champion", out, re.M)
     promotion = tracker.run(_ids(out, "promotion"))
@@ -60,7 +60,7 @@ def test_the_demo_walks_the_release_path_to_a_champion(tmp_path: Path) -> None:
     assert version.description.startswith("SIMULATED: promoted by release run")
 
     drill = tracker.run(_ids(out, "rollback drill"))
-    assert drill.tags["rageval.kind"] == "rollback" and drill.tags["rageval.rollback.verdict"] == "pass"
+    assert drill.tags["rageval.kind"] == "rollback" and drill.tags["rageval.verdict"] == "pass"
     assert drill.metrics["identical"] == drill.metrics["sample_queries"] > 0
     assert re.search(r"^re-promotion [0-9a-f]{32}", out, re.M)
 

@@ -4,6 +4,7 @@ evaluation runs it concerns by one tag search."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from rageval.release.simulate_online import Simulation
 from rageval.tracking.records import RELEASE_EXPERIMENT
 from rageval.tracking.search import runs_concerning
 from rageval.tracking.store import Tracker
+from rageval.tracking.views import VIEW_TAG
 
 EVALUATIONS = "layout-evaluations"
 
@@ -61,15 +63,50 @@ def test_the_release_path_is_one_experiment_found_from_its_evaluations(tmp_path:
     experiment = tracker.experiment_id(RELEASE_EXPERIMENT)
     for run, role in ((b, "baseline"), (c, "candidate")):
         found = runs_concerning(tracker.client, [experiment], run)
-        assert found == {made["gate"]: role, made["shadow"]: role, made["online"]: role}
-        reviews = tracker.client.search_runs([experiment], f"tags.`rageval.review.{role}` = '{run}'")
-        assert [r.info.run_id for r in reviews] == [made["review"]]
-    # params a column each: a gate's policy and a shadow run's rules are their sealed files, not a param per key
+        assert found == {made[layer]: role for layer in ("gate", "review", "shadow", "online")}
+    # one vocabulary for every kind: the pair, the verdict, the policy by the same keys, the kind tag says whose
+    runs = {layer: tracker.run(run_id) for layer, run_id in made.items()}
+    assert {layer: info.tags["rageval.kind"] for layer, info in runs.items()} == {k: k for k in made}
+    assert all(runs[k].tags["rageval.verdict"] in ("pass", "fail", "none") for k in ("gate", "shadow", "online"))
+    assert runs["gate"].tags["rageval.policy"] and runs["online"].tags["rageval.policy"]
+    assert not [
+        k for info in runs.values() for k in info.tags if k.split(".")[1:2] in (["gate"], ["shadow"], ["online"])
+    ]
+    # no params: a gate's policy and a shadow run's rules and settings are their sealed files
     from rageval.hashing import sha256_file
 
-    gate = tracker.run(made["gate"])
-    assert set(gate.params) == {"policy", "baseline", "candidate", "policy_sha256"}
-    assert gate.params["policy_sha256"] == sha256_file(files["gate"])
-    assert not [k for k in tracker.run(made["shadow"]).params if k.startswith("rules")]  # no rules given here
-    # the shadow and online runs keep their headline few: nothing per slice among their metric keys
-    assert len(tracker.run(made["shadow"]).metrics) <= 40 and len(tracker.run(made["online"]).metrics) <= 13
+    assert all(info.params == {} for info in runs.values())
+    decision = json.loads(tracker.download(made["gate"], "decision.json", tmp_path / "dl").read_text())
+    assert decision["policy"]["sha256"] == sha256_file(files["gate"])
+    # the headline few as metric keys, no "/": nothing per slice, per arm or per online metric
+    assert set(runs["shadow"].metrics) <= {
+        "passed",
+        "rules_failed",
+        "candidate_leaks",
+        "rbo_ext_mean",
+        "top1_change_rate",
+    }
+    assert set(runs["online"].metrics) == {"passed", "units", "srm_p_value", "rules_failed"}
+    assert set(runs["review"].metrics) == {"open_rejections", "needs_judgment"}
+    assert not [k for info in runs.values() for k in info.metrics if "/" in k]
+
+    # the evaluations' saved view "Headline first": the configured measures first, nDCG@10 the first chart
+    view = tracker.client.get_experiment(tracker.experiment_id(EVALUATIONS)).tags[VIEW_TAG]
+    envelope = json.loads(view)
+    state = json.loads(envelope["state"])
+    charts = [card["metricKey"] for card in state["compareRunCharts"]]
+    measures = tracker.run(b).params["measures"]
+    assert envelope["name"] == "Headline first" and charts[0] == "nDCG_at_10"
+    assert set(tracker.run(b).metrics) <= set(charts) and "metrics.`nDCG_at_10`" in state["selectedColumns"]
+    assert measures.startswith("nDCG@10") and state["compareRunSections"][0]["isReordered"] is True
+    note = tracker.client.get_experiment(tracker.experiment_id(EVALUATIONS)).tags["mlflow.note.content"]
+    assert "viewStateShareKey=headline&compareRunsMode=CHART&workflowType=machine_learning" in note
+
+
+def test_the_release_vocabulary_is_the_tracking_one():
+    from rageval.release import marks
+    from rageval.tracking import records
+
+    assert (marks.BASELINE_TAG, marks.CANDIDATES_TAG) == (records.BASELINE_TAG, records.CANDIDATES_TAG)
+    assert marks.named_pair(records.role_tags("b", ["c", "d"])) == ("b", "c")
+    assert marks.named_pair({}) == (None, None)

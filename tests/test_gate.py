@@ -284,10 +284,11 @@ def test_gate_pass_is_recorded_with_reasons(release_runs, store):
     tracker = Tracker(store)
     info = tracker.run(decision_run)
     assert info.sealed and tracker.verify(decision_run) == []
-    assert info.tags["rageval.kind"] == "gate" and info.tags["rageval.gate.verdict"] == "pass"
+    assert info.tags["rageval.kind"] == "gate" and info.tags["rageval.verdict"] == "pass"
     assert (
-        info.tags["rageval.gate.baseline"] == release_runs["baseline"]
-        and info.tags["rageval.gate.baseline.config"] == "bm25-baseline"
+        info.tags["rageval.baseline"] == release_runs["baseline"]
+        and info.tags["rageval.candidates"] in set(release_runs.values()) - {release_runs["baseline"]}
+        and info.params == {}  # the policy's name is rageval.policy, the policy whole policy.yaml
     )
     assert "rageval.split" not in info.tags  # a decision is not a release evaluation
     root = Path(info.artifact_uri.removeprefix("file://"))
@@ -326,7 +327,7 @@ def test_gate_fail_names_the_rules_and_the_largest_losses(release_runs, store):
     assert "largest losses on nDCG@10: q-" in result.output and "sealed: FAIL" in result.output
     decision_run = next(line.split()[2] for line in result.output.splitlines() if line.startswith("decision run"))
     info = Tracker(store).run(decision_run)
-    assert info.sealed and info.tags["rageval.gate.verdict"] == "fail" and info.metrics["rules_failed"] >= 1
+    assert info.sealed and info.tags["rageval.verdict"] == "fail" and info.metrics["rules_failed"] >= 1
 
 
 def test_a_gate_on_the_dev_split_is_refused(store, release_runs):

@@ -99,8 +99,9 @@ def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(re
     promotion = [r for r in tracker.runs("registry-tests") if r.tags.get("rageval.kind") == "promotion"]
     assert len(promotion) == 1 and promotion[0].sealed
     assert promotion[0].tags["rageval.promotion.release"] == passing
-    assert promotion[0].tags["rageval.registry.champion"] == champion.version
-    assert promotion[0].tags["rageval.registry.previous"] == previous.version
+    assert promotion[0].tags["rageval.registry.to"] == champion.version
+    promoted = json.loads(Path(promotion[0].artifact_uri.removeprefix("file://"), "promotion.json").read_text())
+    assert promoted["history"][-2] == previous.version and promoted["former_champion"] is None
     assert registry.history(FAMILY) == [previous.version, champion.version]
     assert promotion[0].tags["rageval.simulated"] == "true" and champion.tags["rageval.simulated"] == "true"
     # the versions and bundles name the configuration that ran (its label), not the base config's name
@@ -108,7 +109,9 @@ def test_promote_moves_champion_to_the_candidate_and_previous_to_the_baseline(re
         label = config_label("bm25-baseline", [FILTERED % values])
         assert label.startswith("bm25-baseline[stages=bm25+filter#")
         described = registry.client.get_model_version(FAMILY, version.version).description
-        assert described.startswith("SIMULATED: promoted by release run") and described.endswith(f"; configuration {label}")
+        assert described.startswith("SIMULATED: promoted by release run") and described.endswith(
+            f"; configuration {label}"
+        )
         assert tracker.run(version.bundle_run).tags["rageval.config.label"] == label
 
 
@@ -125,7 +128,7 @@ def test_rollback_rebuilds_from_the_artifact_store_alone(reg_store, runs, isolat
     assert registry.get(FAMILY, before.version).tags["rageval.rolled_back_by"]
     tracker = Tracker(reg_store)
     (rollback,) = [r for r in tracker.runs(RELEASE_EXPERIMENT) if r.tags.get("rageval.kind") == "rollback"]
-    assert rollback.sealed and rollback.tags["rageval.rollback.verdict"] == "pass"
+    assert rollback.sealed and rollback.tags["rageval.verdict"] == "pass"
     assert rollback.metrics["sample_queries"] == rollback.metrics["identical"] > 0
     assert not list(isolated_cache.glob("bm25/*"))  # nothing was rebuilt into the user's cache
     # The drill is the release's last checklist item: a real rollback turns it to PASS.
@@ -258,13 +261,13 @@ def test_bm25_to_hybrid_is_promoted_into_one_release_slot_on_non_inferiority(
     )
     tracker = Tracker(reg_store)
     online = tracker.run(made["online"])
-    assert online.tags["rageval.online.verdict"] == "pass" and online.tags["rageval.simulated"] == "false"
+    assert online.tags["rageval.verdict"] == "pass" and online.tags["rageval.simulated"] == "false"
     with (Path(urlparse(online.artifact_uri).path) / "decision.json").open() as handle:
         (primary,) = [m for m in json.load(handle)["metrics"] if m["role"] == "primary"]
     assert primary["claim"] == "non-inferiority" and primary["reason"].startswith("non-inferior within the margin 0.02")
     passing = release_run(reg_store, made, files)
     release = tracker.run(passing).tags
-    assert release["rageval.release.verdict"] == "pass", release["mlflow.note.content"]
+    assert release["rageval.verdict"] == "pass", release["mlflow.note.content"]
     result = invoke("promote", passing, "--model", "search", "--tracking-uri", reg_store, "--sample", "5")
     assert result.exit_code == 0, result.output
     assert "SIMULATED" not in result.output

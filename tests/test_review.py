@@ -112,7 +112,7 @@ def test_a_review_round_trip_records_a_sealed_linked_run(gate, store, tmp_path):
     assert info.sealed and tracker.verify(run_id) == []
     tags = info.tags
     assert tags["rageval.kind"] == "review" and tags["rageval.review.gate"] == gate["gate"]
-    assert (tags["rageval.review.baseline"], tags["rageval.review.candidate"]) == (gate["baseline"], gate["candidate"])
+    assert (tags["rageval.baseline"], tags["rageval.candidates"]) == (gate["baseline"], gate["candidate"])
     assert tags["rageval.review.status"] == "complete" and tags["rageval.review.open_rejections"] == "0"
     assert tags["rageval.review.reviewers"] == "ana" and tags["rageval.simulated"] == "false"
     root = Path(info.artifact_uri.removeprefix("file://"))
@@ -121,7 +121,8 @@ def test_a_review_round_trip_records_a_sealed_linked_run(gate, store, tmp_path):
     assert [d["query_id"] for d in record["decisions"]] == queries
     assert {d["decision"] for d in record["decisions"]} == {"accept"} and record["reviewers"] == ["ana"]
     assert record["decisions"][0]["source"] == f"{folder / 'review.csv'}:2"
-    assert info.metrics["accepted"] == len(queries) and info.metrics["undecided"] == 0
+    assert record["counts"]["accept"] == len(queries) and record["undecided"] == []
+    assert info.metrics == {"open_rejections": 0, "needs_judgment": 0}  # every other count: decisions.json
 
 
 def test_bad_decisions_are_refused_naming_file_line_and_field(gate, store, tmp_path):
@@ -160,7 +161,9 @@ def test_an_undecided_row_makes_the_review_incomplete(gate, store, tmp_path):
     assert result.exit_code == 1 and "1 undecided" in result.output
     run_id = result.output.split("review run ")[1].split()[0]
     info = tracker.run(run_id)
-    assert info.sealed and info.tags["rageval.review.status"] == "incomplete" and info.metrics["undecided"] == 1
+    assert info.sealed and info.tags["rageval.review.status"] == "incomplete"
+    record = json.loads(tracker.download(run_id, "decisions.json", folder / "dl").read_text())
+    assert len(record["undecided"]) == 1 and info.metrics == {"open_rejections": 0, "needs_judgment": 0}
 
 
 def test_a_later_review_resolves_an_earlier_rejection(gate, store, tmp_path):

@@ -69,7 +69,15 @@ def test_an_evaluation_runs_params_are_a_readable_few():
     # what a comparison checks is still there, one param each (rageval.analysis.CONTRACT_PARAMS)
     from rageval.analysis import CONTRACT_PARAMS
 
-    assert set(CONTRACT_PARAMS) <= params.keys() and len(params) == 13
+    assert set(CONTRACT_PARAMS) <= params.keys() and len(params) == 10
+    # the evaluation options are one param, read back option by option (older runs: a param each)
+    from rageval.analysis.comparability import evaluation_options
+
+    assert params["evaluation"] == "ties=docid-asc; duplicates=keep-first; relevance=1; gain=grade"
+    older = {f"evaluation.{k}": v for k, v in evaluation_options(params).items()}
+    assert evaluation_options(older) == evaluation_options(params) == {
+        "ties": "docid-asc", "duplicates": "keep-first", "relevance": "1", "gain": "grade"
+    }  # fmt: skip
     assert not [k for k in params if k.startswith(("retrieval.", "measure_definition.", "chunking."))]
 
 

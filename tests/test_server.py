@@ -157,7 +157,7 @@ def test_run_verify_compare_and_gate_against_the_server(mlflow_server):
     assert decision, gated.output
     assert gated.exit_code == (0 if decision.group(2) == "PASS" else 1)  # the policy's verdict, recorded either way
     record = tracker.run(decision.group(1))
-    assert record.tags["rageval.kind"] == "gate" and record.tags["rageval.gate.baseline"] == base_id
+    assert record.tags["rageval.kind"] == "gate" and record.tags["rageval.baseline"] == base_id
     assert tracker.verify(decision.group(1)) == []
 
 

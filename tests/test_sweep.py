@@ -223,12 +223,15 @@ def test_a_sweep_seals_its_members_and_names_the_failure(release_sweep, store):
     parent = tracker.run(outcome.parent_run_id)
     assert parent.status == "FAILED" and not parent.sealed and "broken" in parent.tags["rageval.error"]
     assert parent.tags["rageval.kind"] == "sweep" and parent.tags["rageval.sweep.release"] == "true"
-    assert len(parent.tags["rageval.sweep.sha256"]) == 64
+    assert "rageval.sweep.sha256" not in parent.tags and set(parent.metrics) <= {"members_failed"}
+    assert set(parent.params) == {"split", "workers"}  # the file and its sha256: sweep.yaml, summary.json
     children = {c.tags["rageval.sweep.member"]: c for c in tracker.children(outcome.parent_run_id)}
     assert set(children) == {"baseline", "broken", "textbook"}
     for name in ("baseline", "textbook"):
         child = children[name]
         assert child.sealed and tracker.verify(child.run_id) == []
+        # the sweep is MLflow's parent tag alone (rageval.sweep.parent before 2026-12, still read)
+        assert child.tags["mlflow.parentRunId"] == outcome.parent_run_id and "rageval.sweep.parent" not in child.tags
         assert (
             child.tags["mlflow.parentRunId"] == outcome.parent_run_id and child.tags["rageval.sweep.release"] == "true"
         )

@@ -315,8 +315,8 @@ CASES = [
     ),
     Case(
         "sql-params-deleted",
-        lambda w, r: sql(w, "DELETE FROM params WHERE run_uuid = ? AND key = 'evaluation.ties'", r),
-        ("param 'evaluation.ties' was removed",),
+        lambda w, r: sql(w, "DELETE FROM params WHERE run_uuid = ? AND key = 'evaluation'", r),
+        ("param 'evaluation' was removed",),
     ),
     Case(
         "sql-inputs-deleted", lambda w, r: sql(w, "DELETE FROM inputs WHERE destination_id = ?", r), ("inputs changed",)

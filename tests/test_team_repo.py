@@ -123,7 +123,7 @@ def test_the_runs_own_files_make_it_dirty_tracked_or_untracked(tmp_path):
         return origin(file, load_config(file)).tags()
 
     clean = state()
-    assert clean["rageval.project.commit"] == head and clean["rageval.project.dirty"] == "false"
+    assert "rageval.project.commit" not in clean and clean["rageval.project.dirty"] == "false"  # git.commit is it
     assert clean["rageval.git.commit"] == head and clean["rageval.git.dirty"] == "false"
     assert clean["rageval.project.root"] == str(team.resolve())
     (team / "notes.txt").write_text("not read by the run\n")  # untracked, not an input: clean
@@ -183,7 +183,7 @@ def test_a_team_run_records_both_revisions_and_runs_the_teams_notebook(team_run,
     head = git(team, "rev-parse", "HEAD")
     assert tags["rageval.version"] == RAGEVAL_VERSION
     assert tags["rageval.project.root"] == str(team.resolve())
-    assert tags["rageval.project.commit"] == head == tags["rageval.git.commit"]
+    assert head == tags["rageval.git.commit"] and "rageval.project.commit" not in tags
     assert tags["rageval.project.dirty"] == "false" and tags["rageval.git.dirty"] == "false"
     rageval_head = git(ROOT, "rev-parse", "HEAD")
     assert tags["rageval.source.commit"] == rageval_head != head
@@ -218,7 +218,7 @@ def test_reproduce_from_the_team_repository_is_identical(team_run, store, monkey
     assert result.metric_differences["nDCG_at_5"] == 0.0
     tracker = Tracker(store)
     again = tracker.run(result.reproduction).tags
-    assert again["rageval.project.commit"] == tracker.run(run).tags["rageval.project.commit"]
+    assert again["rageval.git.commit"] == tracker.run(run).tags["rageval.git.commit"]
     assert again["rageval.source.commit"] == tracker.run(run).tags["rageval.source.commit"]
     assert git(team, "worktree", "list").count("\n") == 0
 

@@ -50,8 +50,8 @@ def test_the_gate_workflow_runs_on_the_store_object_it_is_given(tmp_path: Path, 
 
     gate = tracker.run(outcome.run_id)
     assert gate.sealed and gate.tags["rageval.kind"] == "gate"
-    assert gate.tags["rageval.gate.baseline"] == baseline and gate.tags["rageval.gate.candidate"] == candidate
-    assert gate.tags["rageval.gate.verdict"] == outcome.decision.verdict
+    assert gate.tags["rageval.baseline"] == baseline and gate.tags["rageval.candidates"] == candidate
+    assert gate.tags["rageval.verdict"] == outcome.decision.verdict
     assert tracker.verify(outcome.run_id) == []
     # Browsable: the roles of the compared runs and a description holding the rule table.
     assert gate.tags["rageval.baseline"] == baseline

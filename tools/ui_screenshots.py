@@ -8,7 +8,9 @@ a check to run by hand after `rageval demo`:
 
 Starts `rageval ui` on a free loopback port and saves, each page opened fresh in model-training
 mode: runs.png (the evaluations' runs table with its default columns), evaluation.png (an
-evaluation run's page), charts.png (the experiment's chart view), release-link.png (the page a link
+evaluation run's page), charts.png (the experiment's chart view, MLflow's default: by key),
+charts-headline.png and runs-headline.png (the saved view "Headline first": the configured measures
+first, as charts and as runs-table columns), release-link.png (the page a link
 in the release run's description opens, clicked as a person would), release.png (the release run),
 registry.png (the registered model's versions). Prints what each page showed and the address
 each link opened, and counts the columns (params, metric keys, tags) of every experiment.
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rageval.tracking.store import Tracker
+from rageval.tracking.views import view_link
 
 # MLflow 3.17's UI opens in its GenAI mode unless the URL asks for the model-training one.
 UI_MODE = "workflowType=machine_learning"
@@ -168,6 +171,9 @@ def main() -> int:
         "runs.png": f"{base}/#/experiments/{experiment}/runs{mode}",
         "evaluation.png": f"{base}/#/experiments/{experiment}/runs/{evaluation}{mode}",
         "charts.png": f"{base}/#/experiments/{experiment}/runs{mode}&compareRunsMode=CHART",
+        # the evaluations' saved view "Headline first" (rageval.tracking.views), as the description links it
+        "charts-headline.png": f"{base}/{view_link(experiment)}",
+        "runs-headline.png": f"{base}/{view_link(experiment, charts=False)}",
         "registry.png": f"{base}/#/models/{model}{mode}",
     }
     driver = None

@@ -27,15 +27,27 @@ CONTRACT_TAGS: dict[str, str] = {
 }
 CHUNKING_TAG = "rageval.chunking.hash"
 CONTRACT_PARAM = "metrics.contract"
-# The contract's version and rule digest, and the evaluation options it leaves to the configuration.
-CONTRACT_PARAMS = (
-    CONTRACT_PARAM,
-    "metrics.contract_digest",
-    "evaluation.ties",
-    "evaluation.duplicates",
-    "evaluation.relevance",
-    "evaluation.gain",
-)
+# The evaluation options the contract leaves to the configuration: one param, ``evaluation`` =
+# ``ties=docid-asc; duplicates=…; relevance=1; gain=…`` (runs recorded before 2026-12: a param each,
+# ``evaluation.ties`` …, still read). One column of the runs table instead of four.
+EVALUATION_PARAM = "evaluation"
+EVALUATION_OPTIONS = ("ties", "duplicates", "relevance", "gain")
+# The contract's version and rule digest, and the evaluation options.
+CONTRACT_PARAMS = (CONTRACT_PARAM, "metrics.contract_digest", EVALUATION_PARAM)
+
+
+def evaluation_param(options: dict[str, object]) -> str:
+    """The ``evaluation`` param's value: each option as ``name=value``, in a fixed order."""
+    return "; ".join(f"{k}={options[k]}" for k in EVALUATION_OPTIONS)
+
+
+def evaluation_options(params: dict[str, str]) -> dict[str, str | None]:
+    """A run's evaluation options, from its one ``evaluation`` param or its older ``evaluation.*``."""
+    folded = params.get(EVALUATION_PARAM)
+    if folded is None:
+        return {k: params.get(f"evaluation.{k}") for k in EVALUATION_OPTIONS}
+    pairs = dict(item.split("=", 1) for item in folded.split("; ") if "=" in item)
+    return {k: pairs.get(k) for k in EVALUATION_OPTIONS}
 
 
 def short_value(value: str | None) -> str:
@@ -64,7 +76,15 @@ def differences(baseline: RunInfo, candidate: RunInfo) -> list[str]:
             f"chunking differs ({CHUNKING_TAG}) and passage-level measures count chunks: baseline {b} has "
             f"{short_value(baseline.tags.get(CHUNKING_TAG))}, candidate {c} has {short_value(candidate.tags.get(CHUNKING_TAG))}"
         )
-    for param in CONTRACT_PARAMS:
+    options = evaluation_options(baseline.params), evaluation_options(candidate.params)
+    for option in EVALUATION_OPTIONS:
+        before, after = options[0][option], options[1][option]
+        if before != after:
+            out.append(
+                f"metric contract differs ({EVALUATION_PARAM}: {option}): baseline {b} has {short_value(before)}, "
+                f"candidate {c} has {short_value(after)}"
+            )
+    for param in CONTRACT_PARAMS[:2]:
         before, after = baseline.params.get(param), candidate.params.get(param)
         if before != after:
             out.append(

@@ -68,7 +68,9 @@ def latency_note(comparison: Comparison) -> str:
     meant = "; ".join(f"{run}: {text}" for run, text in zip(costs["run"], costs["latency"], strict=True))
     return (
         f"p95 ms: each run's recorded p95, timed on its own, not a paired timing ({meant}). "
-        "Timed beside other work a figure is noise; `rageval gate` times the pair interleaved."
+        "Timed beside other work a figure is noise; `rageval gate` times the pair interleaved: the paired p95 "
+        "ratio with its 95% interval is the gate run's results.md and its metric p95_cpu_ratio (p95_wall_ratio "
+        "on the wall clock), in the experiment rageval-release."
     )
 
 

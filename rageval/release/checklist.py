@@ -17,6 +17,7 @@ import pandas as pd
 from rageval.analysis.paired import query_slices
 from rageval.benchmark.schema import JUDGE_ASSESSOR_PREFIXES
 from rageval.release.decision import Evidence, ReleaseDecision
+from rageval.release.marks import VERDICT_TAG
 
 # The slices the release split must hold, each with the names a benchmark may give it.
 REQUIRED_SLICES: dict[str, tuple[str, ...]] = {
@@ -126,7 +127,7 @@ def _significance(x: ChecklistInputs) -> Item:
     failed = [f"{r['rule']}: {r['reason']}" for r in rules if r.get("verdict") == "fail"]
     if not rules:
         return Item(3, "", "fail", "the gate recorded no measure rule", record)
-    if failed or gate.tags.get("rageval.gate.verdict") != "pass":
+    if failed or gate.tags.get(VERDICT_TAG) != "pass":
         return Item(3, "", "fail", failed[0] if failed else "the gate did not pass", record)
     return Item(3, "", "pass", f"{len(rules)} measure rule(s) (significance / non-inferiority) pass on release", record)
 
@@ -211,8 +212,8 @@ def _shadow(x: ChecklistInputs) -> Item:
     s = x.evidence.get("shadow")
     if s is None or s.problem:
         return Item(8, "", "fail", s.problem if s and s.problem else "no shadow run", s.run_id if s else "")
-    leaks = s.metrics.get("shadow/candidate_leaks")
-    record = f"{s.run_id} metric shadow/candidate_leaks, tables/shadow_leaks"
+    leaks = s.metrics.get("candidate_leaks")
+    record = f"{s.run_id} metric candidate_leaks, tables/shadow_leaks"
     label = " (SIMULATED log)" if s.simulated else ""
     if leaks is None:
         return Item(8, "", "fail", "the shadow run recorded no leak count", record)
@@ -260,7 +261,7 @@ def _one_path(x: ChecklistInputs) -> Item:
         why = "offline, shadow and online concern one pair, but no rollback run names this release or its baseline"
         return Item(10, "", "fail", why + " (promote, run the rollback drill, then `rageval checklist` again)", record)
     last = rollback[-1]
-    verdict = last.tags.get("rageval.rollback.verdict")
+    verdict = last.tags.get(VERDICT_TAG)
     if last.problem or verdict != "pass":
         why = last.problem or (f"its verdict is {verdict}" if verdict else "it records no verdict")
         return Item(10, "", "fail", f"rollback run {last.run_id}: {why}", record)

@@ -4,10 +4,11 @@ layers' recorded runs (as :class:`Evidence`, gathered by :mod:`rageval.workflows
 PASS or FAIL per layer and overall, with a reason for each.
 
 The matching rule (one baseline and one candidate across all layers): the reference pair is the gate's
-``rageval.gate.baseline`` / ``.candidate`` run IDs (without a gate layer, the first of review, shadow,
+``rageval.baseline`` / ``rageval.candidates`` run IDs (without a gate layer, the first of review, shadow,
 online that names run IDs). A layer matches a role when it names that role's run ID and it is the
 reference's; a layer that names no run ID for a role (a shadow or online run recorded without
-``--baseline/--candidate``) matches on its ``.config`` tag, which must equal the reference run's
+``--baseline/--candidate``) matches on its ``rageval.baseline.config`` / ``rageval.candidate.config``
+tag, which must equal the reference run's
 configuration name (``rageval.config.label`` or ``rageval.config.name``) or its run ID. A review must
 also name the gate run it reviewed (``rageval.review.gate``)."""
 
@@ -23,14 +24,19 @@ from pydantic import Field, StrictBool, StrictStr
 
 from rageval.errors import PolicyError
 from rageval.io import read_yaml
-from rageval.release.marks import SIMULATED_TAG
+from rageval.release.marks import (
+    BASELINE_CONFIG_TAG,
+    CANDIDATE_CONFIG_TAG,
+    SIMULATED_TAG,
+    VERDICT_TAG,
+    named_pair,
+)
 from rageval.release.shadow_rules import ShadowDecision, ShadowRules
 from rageval.validation import Strict, validated
 
 LAYERS: tuple[str, ...] = ("gate", "review", "shadow", "online")
 KINDS = {layer: layer for layer in LAYERS}  # the rageval.kind each layer's run carries
 # The tags naming a layer's baseline and candidate: run IDs, and configuration names where recorded.
-PAIR_TAGS = {layer: f"rageval.{layer}" for layer in LAYERS}
 
 
 class LayerRule(Strict):
@@ -149,8 +155,7 @@ class ReleaseDecision:
 
 def named_runs(evidence: Evidence) -> tuple[str | None, str | None]:
     """The baseline and candidate run IDs a layer's run names (None where it names none)."""
-    prefix = PAIR_TAGS[evidence.layer]
-    return evidence.tags.get(f"{prefix}.baseline") or None, evidence.tags.get(f"{prefix}.candidate") or None
+    return named_pair(evidence.tags)
 
 
 def reference_runs(evidence: dict[str, Evidence]) -> tuple[str, str] | None:
@@ -172,7 +177,7 @@ def mismatches(evidence: Evidence, pair: Pair, gate_run: str | None) -> list[str
         ("candidate", pair.candidate, pair.candidate_config),
     ):
         named = runs[role]
-        config = evidence.tags.get(f"{PAIR_TAGS[evidence.layer]}.{role}.config", "")
+        config = evidence.tags.get(BASELINE_CONFIG_TAG if role == "baseline" else CANDIDATE_CONFIG_TAG, "")
         if named:
             if named != want_run:
                 out.append(f"its {role} is run {named}, the release's is {want_run}")
@@ -204,7 +209,7 @@ def _layer_verdict(evidence: Evidence) -> tuple[bool, str]:
         if open_rejections:
             return False, f"review has {open_rejections} open rejection(s): resolve them and record the review again"
         return True, f"review complete, 0 open rejections (reviewers: {reviewers})"
-    verdict = tags.get(f"rageval.{evidence.layer}.verdict", "")
+    verdict = tags.get(VERDICT_TAG, "")
     details = [str(r) for r in evidence.record.get("reasons", [])]  # online records its reasons
     details += [f"{r['rule']}: {r['reason']}" for r in evidence.record.get("rules", []) if r.get("verdict") == "fail"]
     recheck = evidence.recheck

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from rageval.tracking.records import sweep_parent
+
 
 def experiment_note(name: str) -> str:
     """The description of an experiment rageval creates (the UI opens on runs, not traces)."""
@@ -30,8 +32,8 @@ def evaluation_note(tags: Mapping[str, str], headline: Mapping[str, float]) -> s
     """One paragraph: which configuration, on which benchmark version and split, and how it scored."""
     scores = ", ".join(f"{name} {_number(value)}" for name, value in headline.items())
     sweep = (
-        f" Member `{tags['rageval.sweep.member']}` of sweep run `{tags['rageval.sweep.parent']}`."
-        if ("rageval.sweep.member" in tags and "rageval.sweep.parent" in tags)
+        f" Member `{tags['rageval.sweep.member']}` of sweep run `{sweep_parent(tags)}`."
+        if ("rageval.sweep.member" in tags and sweep_parent(tags))
         else ""
     )
     return (

@@ -34,6 +34,16 @@ SEAL_TAG = "rageval.seal"
 ERROR_TAG = "rageval.error"
 MANIFEST = "manifest.json"
 KIND_TAG = "rageval.kind"  # evaluation, sweep, comparison, gate or reproduction
+# A sweep member's, comparison's or gate's sweep: MLflow's own parent tag, which nests the run under
+# its sweep in the UI (runs recorded before 2026-12 repeat it as rageval.sweep.parent, still read).
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def sweep_parent(tags: Mapping[str, str]) -> str | None:
+    """The sweep run a run belongs to (None: none)."""
+    return tags.get(PARENT_TAG) or tags.get("rageval.sweep.parent") or None
+
+
 NAME_TAG = "rageval.name"  # the run's name before numbering (``bm25-baseline@dev`` for ``… #2``)
 NOTE_TAG = "mlflow.note.content"  # a run's or experiment's description in the MLflow UI
 # The release path's runs (gate, review, shadow, online, release, bundle, promotion, rollback), together

@@ -41,6 +41,7 @@ from rageval.tracking.records import (
     MANIFEST,
     NAME_TAG,
     NOTE_TAG,
+    RUN_METRICS,
     SEAL_TAG,
     TABLES_TAG,
     Record,
@@ -61,6 +62,8 @@ from rageval.tracking.seal import (
     verification,
 )
 from rageval.tracking.search import ensure_experiment, reapable, run_state, search_all
+from rageval.tracking.views import ensure_headline_view
+from rageval.validation import metric_key
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -343,8 +346,13 @@ class Tracker:
         from rageval.analysis.plots import evaluation_figures
 
         started = time.perf_counter()
-        self.log_record(run_id, evaluation_record(result, evaluation_figures(result)))
+        record = evaluation_record(result, evaluation_figures(result))
+        self.log_record(run_id, record)
         self.log_metrics(run_id, {LOGGING_METRIC: time.perf_counter() - started})
+        # The experiment's saved view "Headline first": this run's metric keys in its own order.
+        measures = [metric_key(m) for m in result.evaluation.aggregates.index]
+        charts = [*record.metrics, *(k for k in RUN_METRICS if k not in record.metrics)]
+        ensure_headline_view(self.client, self.client.get_run(run_id).info.experiment_id, charts, measures)
 
     def fail(self, run_id: str, error: str, notebook: Path | None = None, *, details: str | None = None) -> None:
         """End a run as FAILED with its error (one line in the tag; ``details``, e.g. the traceback,

@@ -22,7 +22,7 @@ from rageval.execution.notebooks import check_parameters, execute_into
 from rageval.execution.render import notebook_html
 from rageval.paths import project_root
 from rageval.tracking.notes import comparison_note
-from rageval.tracking.records import NOTE_TAG, role_tags
+from rageval.tracking.records import NOTE_TAG, PARENT_TAG, role_tags, sweep_parent
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import release_warnings, sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -115,7 +115,7 @@ def execute_comparison(
 
 def sweep_link(sweep: str | None, runs: Sequence[RunInfo]) -> str | None:
     """The sweep a comparison belongs to: the one asked for, else the one parent all its runs share."""
-    parents = {r.tags.get("rageval.sweep.parent") for r in runs} - {None}
+    parents = {sweep_parent(r.tags) for r in runs} - {None}
     return sweep or (parents.pop() if len(parents) == 1 else None)
 
 
@@ -133,7 +133,7 @@ def comparison_tags(base: RunInfo, ids: Sequence[str], allow_mismatch: bool, lin
         "rageval.benchmark.name": base.tags.get("rageval.benchmark.name", ""),
         "rageval.benchmark.version": base.tags.get("rageval.benchmark.version", ""),
         **role_tags(base.run_id, ids),
-        **({"rageval.sweep.parent": link, "mlflow.parentRunId": link} if link else {}),
+        **({PARENT_TAG: link} if link else {}),
     }
 
 

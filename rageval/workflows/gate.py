@@ -35,9 +35,10 @@ from rageval.errors import ComparisonError
 from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sample_queries, time_paired
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
+from rageval.release.marks import POLICY_TAG, VERDICT_TAG
 from rageval.safety import csv_bytes
 from rageval.tracking.notes import gate_note
-from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, role_tags
+from rageval.tracking.records import NOTE_TAG, PARENT_TAG, RELEASE_EXPERIMENT, role_tags, sweep_parent
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -92,17 +93,14 @@ def execute_gate(
     run_id = tracker.create_run(
         name,
         f"gate {gate.policy.name}: {infos['candidate'].name} vs {infos['baseline'].name} → {decision.verdict}",
-        params={
-            "policy": gate.policy.name,
-            "baseline": baseline,
-            "candidate": candidate,
-            # the policy whole is policy.yaml (sealed): a param per key was 44 runs-table columns
-            "policy_sha256": sha256_bytes(gate.policy_bytes),
-        },
+        # No params: the runs are the tags rageval.baseline / rageval.candidates, the policy's name
+        # rageval.policy, the policy whole policy.yaml (sealed; its sha256 in decision.json).
+        params={},
         tags=_gate_tags(gate),
         files={
             "decision.json": json.dumps(_decision_record(gate), indent=2, default=_plain).encode(),
             "rules.csv": csv_bytes(decision.table()),
+            "results.md": results_markdown(gate).encode(),
             "largest_losses.csv": csv_bytes(decision.largest_losses),
             "policy.yaml": gate.policy_bytes,
             "baseline_config.yaml": gate.base.config_yaml.encode(),
@@ -189,6 +187,34 @@ def _rollback(gate: _Gate) -> dict[str, str]:
     }
 
 
+PAIRED_RULE = "latency p95 ratio"  # the rule that reads the pair timed here, interleaved
+
+
+def results_markdown(gate: _Gate) -> str:
+    """results.md: the verdict and every rule (as the run's description), then the latency a reader
+    should quote: the pair timed here, interleaved (the comparison's results.md shows each run's
+    recorded figure and points here), beside the recorded figures, which are not compared."""
+    decision = gate.decision
+    paired = [r.reason for r in decision.rules if r.rule == PAIRED_RULE]
+    recorded = ", ".join(f"{arm} {_ms(gate.recorded.get(arm))}" for arm in ("baseline", "candidate"))
+    lines = [
+        gate_note(gate.infos["candidate"].name, gate.infos["baseline"].name, decision.verdict, decision.table()),
+        "",
+        "## Latency",
+        "",
+        f"- **Paired** (this gate, both arms timed interleaved on one machine): {paired[0]}"
+        if paired
+        else "- **Paired**: not timed (the policy has no latency rule, or it was not measured on this machine)",
+        f"- Recorded by each run where and when it ran (noise beside other work, not compared): {recorded}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _ms(value: Any) -> str:
+    return "unknown" if not isinstance(value, int | float) else f"{value:.1f} ms"
+
+
 def _decision_record(gate: _Gate) -> dict[str, Any]:
     """decision.json: the verdict, the policy, both runs, every rule, the latency evidence."""
     decision, evidence, timings, tags = gate.decision, gate.evidence, gate.timings, gate.cand.info.tags
@@ -208,6 +234,11 @@ def _decision_record(gate: _Gate) -> dict[str, Any]:
         "latency": None
         if evidence is None
         else {
+            "clock": evidence.clock,
+            # each arm's p95 over the per-query medians; the ratio with its interval is the rule's
+            "p95_ms": {arm: float(evidence.per_query[arm].quantile(0.95)) for arm in ("baseline", "candidate")}
+            if len(evidence.per_query)
+            else {},
             "machine": dict(evidence.machine),
             "same_stages": evidence.same_stages,
             "queries": len(evidence.per_query),
@@ -228,21 +259,13 @@ def _gate_tags(gate: _Gate) -> dict[str, str]:
         **git_state(project_root()),
         "rageval.version": RAGEVAL_VERSION,
         "rageval.kind": "gate",
-        "rageval.gate.verdict": decision.verdict,
-        "rageval.gate.policy": gate.policy.name,
-        "rageval.gate.baseline": baseline,
-        "rageval.gate.baseline.config": _rollback(gate)["config_name"],
-        "rageval.gate.candidate": candidate,
+        VERDICT_TAG: decision.verdict,
+        POLICY_TAG: gate.policy.name,
         **role_tags(baseline, [candidate]),
         NOTE_TAG: gate_note(
             gate.infos["candidate"].name, gate.infos["baseline"].name, decision.verdict, decision.table()
         ),
-        **(
-            {"rageval.sweep.parent": sweep_parent, "mlflow.parentRunId": sweep_parent}
-            if (sweep_parent := tags.get("rageval.sweep.parent"))
-            else {}
-        ),
-        "rageval.gate.candidate.config": tags.get("rageval.config.label") or tags.get("rageval.config.name", ""),
+        **({PARENT_TAG: parent} if (parent := sweep_parent(tags)) else {}),
         "rageval.benchmark.name": tags.get("rageval.benchmark.name", ""),
         "rageval.benchmark.version": tags.get("rageval.benchmark.version", ""),
         **({"rageval.warning.release": "\n".join(decision.warnings)[:4000]} if decision.warnings else {}),
@@ -256,13 +279,10 @@ def _gate_metrics(gate: _Gate) -> dict[str, float]:
         "rules_failed": sum(r.verdict == "fail" for r in decision.rules),
         "rules_warned": sum(r.verdict == "warn" for r in decision.rules),
         "release_evaluations": gate.count,
+        # the paired p95 ratio only (no "/": the chart view's one section); each arm's p95 is in
+        # decision.json's latency, every timed call in tables/latency_timings
         **{
-            f"latency/{arm}/p95_{evidence.clock}_ms": float(evidence.per_query[arm].quantile(0.95))
-            for arm in ("baseline", "candidate")
-            if evidence is not None and len(evidence.per_query)
-        },
-        **{
-            f"latency/p95_{evidence.clock}_ratio": r.value
+            f"p95_{evidence.clock}_ratio": r.value
             for r in decision.rules
             if evidence is not None and r.rule == "latency p95 ratio" and r.value is not None
         },

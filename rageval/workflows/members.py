@@ -87,9 +87,7 @@ class MemberJob:
             label=f"{self.sweep}/{self.name}",
             family=self.family,
             tags={
-                "mlflow.parentRunId": self.parent,
-                "rageval.sweep.parent": self.parent,
-                "rageval.sweep.name": self.sweep,
+                "mlflow.parentRunId": self.parent,  # the sweep (records.PARENT_TAG): one key, not two
                 MEMBER_TAG: self.name,
                 "rageval.sweep.release": str(self.release).lower(),
                 **(tags or {}),

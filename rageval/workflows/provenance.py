@@ -308,15 +308,14 @@ class Origin:
             tags = {
                 **self.project.tags(),
                 "rageval.project.root": "unknown",
-                "rageval.project.commit": "unknown",
                 "rageval.project.dirty": "unknown",
             }
         else:
             changed = sorted(name for _, name in self.inputs)
             tags = {
                 **Checkout(self.project.path, self.project.commit, self.files).tags(),
+                # the project's commit is rageval.git.commit (the same checkout): one column, not two
                 "rageval.project.root": str(self.top),
-                "rageval.project.commit": self.project.commit,
                 "rageval.project.dirty": str(bool(changed)).lower(),
                 **({"rageval.project.dirty_files": _files_tag(changed)} if changed else {}),
             }

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from rageval.analysis.comparability import EVALUATION_OPTIONS, EVALUATION_PARAM, evaluation_param
 from rageval.benchmark.chunking import config_hash
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.benchmark.schema import RELEASE_SPLIT
@@ -172,7 +173,7 @@ def run_params(config: RunConfig, overrides: Sequence[str]) -> dict[str, Any]:
         "rageval.overrides": list(overrides),
         "metrics.contract": CONTRACT,
         "metrics.contract_digest": CONTRACT_DIGEST,
-        **{f"evaluation.{k}": getattr(evaluation, k) for k in ("ties", "duplicates", "relevance", "gain")},
+        EVALUATION_PARAM: evaluation_param({k: getattr(evaluation, k) for k in EVALUATION_OPTIONS}),
     }
 
 

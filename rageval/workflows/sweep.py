@@ -34,7 +34,7 @@ from rageval.paths import default_notebook
 from rageval.progress import Reporter
 from rageval.safety import csv_bytes
 from rageval.tracking.connect import unreachable
-from rageval.tracking.records import NOTE_TAG
+from rageval.tracking.records import NOTE_TAG, PARENT_TAG
 from rageval.tracking.store import Tracker
 from rageval.workflows.executors import Interrupted, LocalExecutor, SweepExecutor
 from rageval.workflows.members import MEMBER_TAG, MemberJob, MemberResult, Progress
@@ -98,7 +98,7 @@ class Started:
         members = list(self.results.values())
         for m in members:  # a run created before the store died: named from creation, not from the store
             if m.run_id is None:
-                m.run_id = tracker.created_run({MEMBER_TAG: m.name, "rageval.sweep.parent": self.parent})
+                m.run_id = tracker.created_run({MEMBER_TAG: m.name, PARENT_TAG: self.parent})
         wall = time.perf_counter() - self.begun
         return _finish(tracker, self.parent, self.experiment, self.sweep, members, wall, interrupted, store_error)
 
@@ -149,9 +149,9 @@ def start_sweep(
         experiment,
         f"sweep {sweep.spec.name}@{sweep.split}",
         # Few params, named as the members' (split): each key is a runs-table column of the experiment;
-        # the name, file and release flag are tags, the base configuration is in sweep.yaml, the plan
-        # in members.json.
-        params={"split": sweep.split, "members": len(sweep.members), "workers": workers, **(params or {})},
+        # the name and release flag are tags, the file and its sha256 sweep.yaml and summary.json, the
+        # plan members.json (its length the member count).
+        params={"split": sweep.split, "workers": workers, **(params or {})},
         tags=_parent_tags(sweep, bench, release),
         files={"sweep.yaml": sweep.path.read_bytes(), "members.json": json.dumps(plan, indent=2).encode()},
     )
@@ -183,9 +183,7 @@ def _parent_tags(sweep: Sweep, bench: Benchmark, release: bool) -> dict[str, str
         **git_state(sweep.path.resolve().parent),
         "rageval.version": RAGEVAL_VERSION,
         "rageval.kind": "sweep",
-        "rageval.sweep.name": sweep.spec.name,
-        "rageval.sweep.file": str(sweep.path),
-        "rageval.sweep.sha256": sweep.sha256,
+        # the sweep's name is the run's name (sweep NAME@split) and summary.json's; a member's, its run name
         "rageval.split": sweep.split,
         "rageval.sweep.release": str(release).lower(),
         "rageval.benchmark.name": bench.spec.name,
@@ -331,6 +329,9 @@ def _finish(
 
 def _record_end(tracker: Any, sweep: Sweep, outcome: SweepOutcome) -> str:
     parent, members, interrupted = outcome.parent_run_id, outcome.members, outcome.interrupted
+    counts = {
+        status: sum(m.status == status for m in members) for status in ("sealed", "FAILED", "KILLED", "not started")
+    }
     summary = {
         "sweep": sweep.spec.name,
         "file": str(sweep.path),
@@ -338,10 +339,8 @@ def _record_end(tracker: Any, sweep: Sweep, outcome: SweepOutcome) -> str:
         "interrupted": interrupted,
         "store_error": outcome.store_error,
         "wall_s": outcome.wall_s,
+        "counts": counts,
         "members": [m.__dict__ | {"overrides": list(m.overrides)} for m in members],
-    }
-    counts = {
-        status: sum(m.status == status for m in members) for status in ("sealed", "FAILED", "KILLED", "not started")
     }
     table = pd.DataFrame(
         [
@@ -356,8 +355,9 @@ def _record_end(tracker: Any, sweep: Sweep, outcome: SweepOutcome) -> str:
     tracker.log_bytes(parent, "summary.csv", csv_bytes(table))
     tracker.log_metrics(
         parent,
-        # killed and never-started members are in summary.json and, when any, in the parent's error
-        {"wall_s": outcome.wall_s, "members_sealed": counts["sealed"], "members_failed": counts["FAILED"]},
+        # the one count a reader looks for; the wall time, the sealed, killed and never-started members
+        # are in summary.json and, when any, in the parent's error
+        {"members_failed": counts["FAILED"]},
     )
     failed = [m.name for m in outcome.failed]
     if interrupted:

@@ -19,12 +19,11 @@ import pandas as pd
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import config_from_yaml
 from rageval.errors import ComparisonError
-from rageval.evaluation import metric_key
 from rageval.hashing import sha256_file, sha256_text
 from rageval.io import make_folder
 from rageval.paths import project_root
+from rageval.release.marks import POLICY_TAG, VERDICT_TAG
 from rageval.release.online import (
-    ARMS,
     ImportPolicy,
     MetricsPolicy,
     OnlineEvent,
@@ -109,15 +108,9 @@ def execute_online(
     run_id = tracker.create_run(
         name,
         f"online {metrics.name}: {decision.verdict}" + (" (simulated)" if cohort.simulated else ""),
-        params={
-            "metrics_policy": metrics.name,
-            "alpha": metrics.alpha,
-            "srm_alpha": metrics.srm_alpha,
-            "sequential": metrics.sequential,
-            "units": len(events),
-            "log_sha256": summary["sha256"],
-            **{f"split.{arm}": metrics.planned_split[arm] for arm in ARMS},
-        },
+        # No params: the metrics policy is metrics.yaml (its name the tag rageval.policy), the import
+        # policy import_policy.yaml, the log's units and sha256 decision.json (docs/records.md).
+        params={},
         tags=_online_tags(cohort, today_override(today)),
         files={
             "decision.json": json.dumps(_online_record(cohort), indent=2, default=str).encode(),
@@ -178,9 +171,8 @@ def _online_record(cohort: _Cohort) -> dict[str, Any]:
 
 
 def _online_tags(cohort: _Cohort, overridden: dict[str, str]) -> dict[str, Any]:
-    decision, policy, metrics, arms, simulated = (
+    decision, metrics, arms, simulated = (
         cohort.decision,
-        cohort.policy,
         cohort.metrics,
         cohort.arms,
         cohort.simulated,
@@ -196,18 +188,10 @@ def _online_tags(cohort: _Cohort, overridden: dict[str, str]) -> dict[str, Any]:
         "rageval.kind": "online",
         "rageval.simulated": str(simulated).lower(),
         **overridden,
-        "rageval.online.verdict": decision.verdict,
-        "rageval.online.policy": metrics.name,
-        "rageval.online.sequential": str(decision.sequential).lower(),
-        "rageval.online.authorization": policy.authorization,
-        "rageval.online.retention": policy.retention.isoformat(),
+        VERDICT_TAG: decision.verdict,
+        POLICY_TAG: metrics.name,
         NOTE_TAG: note[:4000],
     }
-    for role, info in arms.items():
-        tags |= {
-            f"rageval.online.{role}": info.run_id,
-            f"rageval.online.{role}.config": _config_name(info),
-        }
     if arms:
         tags |= role_tags(arms["baseline"].run_id, [arms["candidate"].run_id])
         cand_tags = arms["candidate"].tags
@@ -220,16 +204,12 @@ def _online_metrics(cohort: _Cohort) -> dict[str, float]:
     values = {
         "passed": float(decision.passed),
         "units": float(len(cohort.events)),
-        "srm/p_value": decision.sample_ratio.p_value,
-        **{f"units/{arm}": float(n) for arm, n in decision.sample_ratio.counts.items()},
+        "srm_p_value": decision.sample_ratio.p_value,
+        "rules_failed": float(sum(v.verdict == "fail" for v in decision.verdicts)),
     }
-    # Per metric its difference and verdict; the arms' values, intervals and p-values are the
-    # rows of results.csv (and decision.json), not metric keys: the runs table stays readable.
-    for r, v in zip(decision.results, decision.verdicts, strict=True):
-        key = f"online/{metric_key(r.metric)}"
-        if r.diff is not None and abs(r.diff) != float("inf"):
-            values[f"{key}/diff"] = float(r.diff)
-        values[f"{key}/passed"] = float(v.verdict == "pass")
+    # Per arm its units, per metric its difference, interval, p-value and verdict: the rows of
+    # results.csv and decision.json (tables/online_results), not metric keys: the runs table stays
+    # readable (docs/records.md).
     return values
 
 

@@ -35,11 +35,11 @@ from rageval.release.decision import (
     policy_overrides,
     reference_runs,
 )
-from rageval.release.marks import overrides_of, overrides_tag
+from rageval.release.marks import POLICY_TAG, VERDICT_TAG, named_pair, overrides_of, overrides_tag
 from rageval.release.shadow import ShadowAnalysis
 from rageval.release.shadow_rules import decide_shadow
 from rageval.safety import csv_bytes
-from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, ui_link
+from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, role_tags, ui_link
 from rageval.tracking.registry import Registry
 from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.guards import sealed_and_intact
@@ -297,15 +297,14 @@ def _release_tags(
         **git_state(project_root()),
         "rageval.version": RAGEVAL_VERSION,
         "rageval.kind": "release",
-        "rageval.release.verdict": decision.verdict,
-        "rageval.release.policy": policy.name,
+        VERDICT_TAG: decision.verdict,
+        POLICY_TAG: policy.name,
         "rageval.release.family": family,
         "rageval.simulated": str(any(r.simulated for r in decision.layers)).lower(),
         **overrides_tag(overrides),
-        **({"rageval.release.baseline": pair.baseline, "rageval.release.candidate": pair.candidate} if pair else {}),
-        **({"rageval.baseline": pair.baseline} if pair else {}),
-        **{f"rageval.release.{layer}": run for layer, run in given.items()},
-        **{f"rageval.release.{r.layer}.verdict": r.verdict for r in decision.layers},
+        # the pair by the release path's role tags; the layers' runs are the params gate, review, shadow,
+        # online (searchable: params.gate = 'RUN_ID'), their verdicts decision.json and layers.csv
+        **(role_tags(pair.baseline, [pair.candidate]) if pair else {}),
     }
 
 
@@ -344,7 +343,7 @@ def execute_release(
     run_id = tracker.create_run(
         name,
         f"release {family or 'candidate'} → {decision.verdict}",
-        params={"policy": policy.name, **{layer: run for layer, run in given.items()}},
+        params=dict(given),
         tags=_release_tags(policy, decision, family, overrides, given),
         files={"policy.yaml": policy_file.read_bytes()},
     )
@@ -361,9 +360,7 @@ def execute_release(
             },
         )
         tracker.log_tables(run_id, {"links": pd.DataFrame(links, columns=["role", "run_id", "link"])})
-        tracker.set_tags(
-            run_id, {NOTE_TAG: _note(decision, links, items), "rageval.checklist.passed": f"{passed}/{len(items)}"}
-        )
+        tracker.set_tags(run_id, {NOTE_TAG: _note(decision, links, items)})
         tracker.log_metrics(
             run_id,
             {
@@ -436,24 +433,19 @@ def rederive_release(tracker: Tracker, release_run: str, *, now: dt.datetime | N
     about one pair) under its recorded policy, and compare it with what the run itself says."""
     info, policy, stored = _release_record(tracker, release_run)
     tags = info.tags
-    runs = {layer: run for layer in LAYERS if (run := tags.get(f"rageval.release.{layer}"))}
-    problems = [
-        f"its tag rageval.release.{layer} names run {runs.get(layer) or '(none)'} but its param {layer} names "
-        f"{info.params.get(layer) or '(none)'}"
-        for layer in LAYERS
-        if (runs.get(layer) or "") != (info.params.get(layer) or "")
-    ]
+    runs = {layer: run for layer in LAYERS if (run := info.params.get(layer))}
+    problems: list[str] = []
     # Evidence ages from the release's own time: re-reading a release is not making a new one.
     at = now or dt.datetime.fromtimestamp(tracker.started_ms(release_run) / 1000, dt.UTC)
     decision, evidence, baseline, candidate = gather(tracker, runs, policy, at)
-    if tags.get("rageval.release.verdict") != decision.verdict or stored.get("verdict") != decision.verdict:
+    if tags.get(VERDICT_TAG) != decision.verdict or stored.get("verdict") != decision.verdict:
         problems.append(
-            f"it records verdict {tags.get('rageval.release.verdict')!r} (decision.json: {stored.get('verdict')!r}) "
+            f"it records verdict {tags.get(VERDICT_TAG)!r} (decision.json: {stored.get('verdict')!r}) "
             f"but its evidence, re-read now, gives {decision.verdict!r}"
         )
     pair = decision.pair
-    for role in ("baseline", "candidate"):
-        said, found = tags.get(f"rageval.release.{role}", ""), getattr(pair, role) if pair else ""
+    for role, said in zip(("baseline", "candidate"), named_pair(tags), strict=True):
+        said, found = said or "", getattr(pair, role) if pair else ""
         if said != found:
             problems.append(f"it names {role} run {said or '(none)'} but its evidence concerns {found or 'no run'}")
     family = "" if candidate is None else candidate.tags.get("rageval.config.family") or _config_name(candidate)

@@ -35,7 +35,7 @@ from rageval.experiment.run import corpus_for
 from rageval.experiment.stages import rankings_frame
 from rageval.hashing import sha256_bytes, sha256_file
 from rageval.paths import project_root
-from rageval.release.marks import SIMULATED_TAG, overrides_tag
+from rageval.release.marks import SIMULATED_TAG, VERDICT_TAG, named_pair, overrides_tag
 from rageval.retrieval.base import Corpus
 from rageval.retrieval.cache import ENTRY, Cache, CacheResult
 from rageval.retrieval.pipeline import Pipeline
@@ -190,7 +190,7 @@ def make_bundle(
     run_id = tracker.create_run(
         RELEASE_EXPERIMENT,
         f"bundle {info.name}",
-        params={"evaluation_run": evaluation_run},
+        params={},  # the evaluation run is the tag rageval.bundle.evaluation
         tags={
             **git_state(project_root()),
             "rageval.version": RAGEVAL_VERSION,
@@ -382,7 +382,8 @@ def execute_promote(request: PromoteRequest, *, tracker: Tracker) -> PromotionOu
     registry = Registry(tracker)
     registry.settle(family)
     registry.ensure_model(family, f"rageval release slot {family!r}: each version one configuration")
-    runs = {role: tags[f"rageval.release.{role}"] for role in ("baseline", "candidate")}
+    baseline, candidate = named_pair(tags)
+    runs = {"baseline": baseline or "", "candidate": candidate or ""}
     versions, bundles = _register(registry, family, runs, request, marks, text)
     history = registry.history(family) or [versions["baseline"].version]
     if history[-1] != versions["candidate"].version:
@@ -401,16 +402,16 @@ def execute_promote(request: PromoteRequest, *, tracker: Tracker) -> PromotionOu
     run_id = tracker.create_run(
         request.experiment or tracker.experiment_name(tracker.run(release_run).experiment_id),
         f"promote {family} v{versions['candidate'].version}" + (" (SIMULATED)" if simulated else ""),
-        params={"release": release_run, "model": family},
+        params={},  # the release run and the slot are its tags, the rest promotion.json
         tags={
             **git_state(project_root()),
             "rageval.version": RAGEVAL_VERSION,
             "rageval.kind": "promotion",
             "rageval.promotion.release": release_run,
             "rageval.registry.model": family,
-            "rageval.registry.champion": versions["candidate"].version,
-            "rageval.registry.previous": history[-2] if len(history) > 1 else "",
-            "rageval.registry.former_champion": former.version if former else "",
+            # the slot's champion before and after, the keys a rollback uses too; previous is promotion.json's
+            "rageval.registry.from": former.version if former else "",
+            "rageval.registry.to": versions["candidate"].version,
             NOTE_TAG: text,
             **marks,
         },
@@ -456,14 +457,20 @@ def execute_rollback(
         "history_before": history,
         "passed": check.passed,
         "problem": check.problem,
-        "sample": {"queries": check.queries, "seed": seed, "identical": check.identical, "differing": check.differing},
+        "sample": {
+            "asked": sample,
+            "queries": check.queries,
+            "seed": seed,
+            "identical": check.identical,
+            "differing": check.differing,
+        },
         "cache_hits": check.cache_hits,
     }
     sample_table = pd.DataFrame({"query_id": check.queries, "identical": [q in check.identical for q in check.queries]})
     run_id = tracker.create_run(
         name,
         f"rollback {family} v{champion.version} → v{previous.version}",
-        params={"model": family, "sample": sample, "seed": seed},
+        params={},  # the slot is the tag rageval.registry.model, the sample and seed rollback.json
         tags={
             **git_state(project_root()),
             "rageval.version": RAGEVAL_VERSION,
@@ -474,7 +481,7 @@ def execute_rollback(
             # what the release checklist's last item looks for: the release it rolls back, the run restored
             "rageval.promotion.release": champion.tags.get("rageval.promotion.release", ""),
             "rageval.rollback.restored_run": previous.evaluation_run,
-            "rageval.rollback.verdict": "pass" if check.passed else "fail",
+            VERDICT_TAG: "pass" if check.passed else "fail",
         },
         files={"rollback.json": json.dumps(record, indent=2).encode(), "sample.csv": csv_bytes(sample_table)},
     )

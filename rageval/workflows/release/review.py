@@ -30,6 +30,7 @@ from rageval.io import read_jsonl
 from rageval.judging import pool, write_pool
 from rageval.judging.review_sheets import DETAIL_CSV, REVIEW_CSV, REVIEW_JSONL, read_review, sheet_rows, write_review
 from rageval.paths import project_root
+from rageval.release.marks import named_pair
 from rageval.release.review import (
     SCRIPTED_REVIEWER,
     Decisions,
@@ -42,6 +43,7 @@ from rageval.release.review import (
     top_k,
 )
 from rageval.safety import csv_bytes
+from rageval.tracking.records import role_tags
 from rageval.tracking.store import Tracker
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
@@ -89,7 +91,8 @@ def reviewed_runs(tracker: Tracker, run_id: str, candidate: str | None = None) -
     info = sealed_and_intact(tracker, run_id)
     kind = info.tags.get("rageval.kind")
     if kind == "gate":
-        return info, info.tags["rageval.gate.baseline"], info.tags["rageval.gate.candidate"]
+        baseline, candidate = named_pair(info.tags)
+        return info, baseline or "", candidate or ""
     if kind == "comparison":
         # rageval.candidates / rageval.baseline (role_tags); runs recorded before them: rageval.compare.*
         candidates = info.tags.get("rageval.candidates", info.tags.get("rageval.compare.candidates", "")).split(",")
@@ -348,19 +351,15 @@ def record_review(
     run_id = tracker.create_run(
         tracker.experiment_name(info.experiment_id),
         f"{label} of {info.name}: {review.status}, {len(still)} open rejection(s)",
-        params={"review_of": info.run_id, "measure": manifest["measure"], "n": manifest["n"], "k": manifest["k"]},
+        params={},  # what was reviewed is the tag rageval.review.gate, the rest review.json
         tags=_review_tags(review),
     )
     for entry in still:
         entry["review"] = entry.get("review") or run_id
-    counts = decisions.counts()
-    metrics = {
-        "undecided": len(decisions.undecided),
-        "open_rejections": len(still),
-        "resolved_rejections": len(resolved),
-    }
-    counted = {"accepted": counts["accept"], "rejected": counts["reject"], "needs_judgment": counts["needs-judgment"]}
-    digest = _log_and_seal(tracker, run_id, _review_files(review), {**counted, **metrics})
+    # The two figures a reviewer reads at a glance; every count (accepted, rejected, undecided,
+    # resolved) is in decisions.json.
+    metrics = {"open_rejections": len(still), "needs_judgment": decisions.counts()["needs-judgment"]}
+    digest = _log_and_seal(tracker, run_id, _review_files(review), metrics)
     items = len(pooled.manifest.items) if pooled else 0
     return ReviewOutcome(run_id, digest, decisions, still, resolved, items, review.simulated)
 
@@ -372,8 +371,7 @@ def _review_tags(review: _Review) -> dict[str, str]:
         "rageval.version": RAGEVAL_VERSION,
         "rageval.kind": "review",
         "rageval.review.gate": review.info.run_id,
-        "rageval.review.baseline": review.baseline,
-        "rageval.review.candidate": review.candidate,
+        **role_tags(review.baseline, [review.candidate]),
         "rageval.review.status": review.status,
         "rageval.review.open_rejections": str(len(review.still)),
         "rageval.review.reviewers": ",".join(review.reviewers),

@@ -22,8 +22,8 @@ from rageval.hashing import sha256_bytes, sha256_file
 from rageval.judging import Pool, pool, write_pool
 from rageval.judging.schema import POOL_FILE, PoolManifest
 from rageval.paths import project_root
+from rageval.release.marks import BASELINE_CONFIG_TAG, CANDIDATE_CONFIG_TAG, VERDICT_TAG
 from rageval.release.shadow import (
-    ALL,
     ImportPolicy,
     ShadowAnalysis,
     ShadowRecord,
@@ -35,7 +35,6 @@ from rageval.release.shadow import (
 from rageval.release.shadow_rules import ShadowDecision, ShadowRules, decide_shadow, load_rules
 from rageval.tracking.records import NOTE_TAG, RELEASE_EXPERIMENT, role_tags
 from rageval.tracking.store import Tracker
-from rageval.validation import metric_key
 from rageval.workflows.guards import sealed_and_intact, today_override
 from rageval.workflows.provenance import RAGEVAL_VERSION, git_state
 
@@ -114,7 +113,7 @@ def execute_shadow(request: ShadowRequest, *, tracker: Tracker) -> ShadowOutcome
     run_id = tracker.create_run(
         name,
         f"shadow {link['candidate'] or 'candidate'} vs {link['baseline'] or 'baseline'} → {shadow.verdict}",
-        params=_shadow_params(shadow, record["log"]["sha256"]),
+        params={},  # the import policy, the rules and every setting are in decision.json and its files
         tags=_shadow_tags(shadow),
         files=files,
     )
@@ -182,30 +181,15 @@ def _shadow_record(shadow: _Shadow, policy_bytes: bytes) -> dict[str, Any]:
             "sha256": sha256_bytes(policy_bytes),
         },
         "rules": [r.__dict__ for r in decision.rules] if decision is not None else [],
+        "rules_name": shadow.rules.name if shadow.rules else None,
         "rbo": {"p": req.p, "forms": ["min", "res", "ext"], "rule_uses": "ext"},
         "k": req.k,
+        "resamples": req.resamples,
+        "seed": req.seed,
         "baseline": {"run_id": req.baseline_run, "config": shadow.link["baseline"]},
         "candidate": {"run_id": req.candidate_run, "config": shadow.link["candidate"]},
         "pools": {split: f"pool/{split}/{POOL_FILE}" for split in shadow.pools},
         "warnings": shadow.warnings,
-    }
-
-
-def _shadow_params(shadow: _Shadow, log_sha256: str) -> dict[str, Any]:
-    policy, req, rules = shadow.policy, shadow.request, shadow.rules
-    return {
-        "import_policy": policy.name,
-        "authorization": policy.authorization,
-        "retention": str(policy.retention),
-        "redaction": f"{policy.redaction.rules} {policy.redaction.version}",
-        "log_sha256": log_sha256,
-        "requests": len(shadow.records),
-        "k": req.k,
-        "rbo_p": req.p,
-        "resamples": req.resamples,
-        "seed": req.seed,
-        # the rules whole are rules.yaml (sealed): a param per rule was a runs-table column each
-        **({"rules": rules.name} if rules else {}),
     }
 
 
@@ -223,11 +207,10 @@ def _shadow_tags(shadow: _Shadow) -> dict[str, str]:
         "rageval.kind": "shadow",
         "rageval.simulated": str(shadow.simulated).lower(),
         **today_override(shadow.request.today),
-        "rageval.shadow.verdict": shadow.verdict,
-        "rageval.shadow.baseline.config": link["baseline"],
-        "rageval.shadow.candidate.config": link["candidate"],
-        **({"rageval.shadow.baseline": baseline_run} if baseline_run else {}),
-        **({"rageval.shadow.candidate": candidate_run} if candidate_run else {}),
+        VERDICT_TAG: shadow.verdict,
+        # a configuration only where the arm is no run (the run's own tags name its configuration)
+        **({BASELINE_CONFIG_TAG: link["baseline"]} if not baseline_run and link["baseline"] else {}),
+        **({CANDIDATE_CONFIG_TAG: link["candidate"]} if not candidate_run and link["candidate"] else {}),
         **role_tags(baseline_run, [candidate_run]),
         "rageval.benchmark.name": shadow.bench.spec.name,
         "rageval.benchmark.version": shadow.bench.spec.version,
@@ -297,23 +280,17 @@ def _tables(analysis: ShadowAnalysis, records: list[ShadowRecord], policy: Impor
     }
 
 
+# The whole log's figures a reviewer reads at a glance, the run's only metric keys: every other figure
+# (the whole log's and each slice's, latency quantiles and intervals, resources) is a row of
+# tables/shadow_summary, shadow_latency and shadow_resources (docs/records.md).
+HEADLINE = ("candidate_leaks", "rbo_ext_mean", "top1_change_rate")
+
+
 def _metrics(analysis: ShadowAnalysis, decision: ShadowDecision | None) -> dict[str, float]:
-    """The whole log's figures only: a slice's figures are rows of ``tables/shadow_summary``,
-    ``shadow_latency`` and ``shadow_resources``, so the run's metric keys stay few however many
-    slices the log has (the runs table and chart view show the headline, not hundreds of keys)."""
+    """The verdict's figures and :data:`HEADLINE`: the runs table and chart view show those, and the
+    release path's experiment stays within its columns however many slices the log has."""
     o = analysis.overall
-    out: dict[str, Any] = {f"shadow/{key}": value for key, value in o.items() if key != "slice"}
-    out[f"shadow/jaccard_at_{analysis.k}"] = out.pop("shadow/jaccard_mean")
-    # the p95 the rules read; the other quantiles are rows of tables/shadow_latency
-    whole = analysis.latency[analysis.latency["slice"] == ALL]
-    for row in whole[(whole["quantile"] - 0.95).abs() < 1e-9].to_dict(orient="records"):
-        for key in ("delta_ms", "delta_low", "delta_high", "ratio", "ratio_low", "ratio_high"):
-            if key in row:
-                out[f"shadow/latency/p95_{key}"] = row[key]
-    for row in analysis.resources[analysis.resources["slice"] == ALL].to_dict(orient="records"):
-        for key in ("baseline_mean", "candidate_mean", "delta"):
-            out[f"shadow/resource/{metric_key(row['resource'])}/{key}"] = row[key]
-    out["shadow/slices"] = len(analysis.summary) - 1  # the rows after the whole log's, in the tables
+    out: dict[str, Any] = {key: o[key] for key in HEADLINE}
     if decision is not None:
         out["passed"] = float(decision.passed)
         out["rules_failed"] = sum(r.verdict == "fail" for r in decision.rules)
