@@ -329,7 +329,7 @@ def test_after_two_dead_attempts_a_member_fails_and_a_sealed_attempt_is_its_resu
         "dask-attempts", "done", params={}, tags={MEMBER_TAG: "done", "mlflow.parentRunId": parent}
     )
     tracker.seal(sealed)
-    job = MemberJob("twice", (), BM25, None, None, "dev", "d", "dask-attempts", parent, False, None, BM25, None, None)
+    job = MemberJob("twice", (), BM25, None, None, "dev", "d", "dask-attempts", parent, None, BM25, None, None)
     with Client(dask_cluster.address, timeout=30) as client:
         futures = [
             client.submit(member_task, replace(job, name=n), tracking_uri, str(tmp_path), "t", False, pure=False)

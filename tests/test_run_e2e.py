@@ -62,7 +62,7 @@ def test_the_baseline_ends_in_a_sealed_verified_run(demo_runs, store):
     assert every["queries_skipped"] >= 1  # the demo's unanswerable cases
     # a few readable params, not the flattened configuration (that is config.yaml)
     assert info.params["measures"].startswith("nDCG@10, ") and info.params["evaluation"].startswith("ties=docid-asc; ")
-    assert info.params["pipeline"] == "bm25" and info.params["split"] == "dev" and len(info.params) == 10
+    assert info.params["pipeline"] == "bm25" and info.tags["rageval.split"] == "dev" and len(info.params) == 9
     for tag in (
         "rageval.git.commit",
         "rageval.git.dirty",

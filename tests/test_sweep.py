@@ -222,9 +222,10 @@ def test_a_sweep_seals_its_members_and_names_the_failure(release_sweep, store):
     assert statuses == {"baseline": "sealed", "broken": "FAILED", "textbook": "sealed"}
     parent = tracker.run(outcome.parent_run_id)
     assert parent.status == "FAILED" and not parent.sealed and "broken" in parent.tags["rageval.error"]
-    assert parent.tags["rageval.kind"] == "sweep" and parent.tags["rageval.sweep.release"] == "true"
+    assert parent.tags["rageval.kind"] == "sweep" and parent.tags["rageval.split"] == "release"
+    assert "rageval.sweep.release" not in parent.tags  # the split says it: --release is required for it
     assert "rageval.sweep.sha256" not in parent.tags and set(parent.metrics) <= {"members_failed"}
-    assert set(parent.params) == {"split", "workers"}  # the file and its sha256: sweep.yaml, summary.json
+    assert set(parent.params) == {"workers"}  # the split: the tag; the file and its sha256: sweep.yaml, summary.json
     children = {c.tags["rageval.sweep.member"]: c for c in tracker.children(outcome.parent_run_id)}
     assert set(children) == {"baseline", "broken", "textbook"}
     for name in ("baseline", "textbook"):
@@ -232,9 +233,7 @@ def test_a_sweep_seals_its_members_and_names_the_failure(release_sweep, store):
         assert child.sealed and tracker.verify(child.run_id) == []
         # the sweep is MLflow's parent tag alone (rageval.sweep.parent before 2026-12, still read)
         assert child.tags["mlflow.parentRunId"] == outcome.parent_run_id and "rageval.sweep.parent" not in child.tags
-        assert (
-            child.tags["mlflow.parentRunId"] == outcome.parent_run_id and child.tags["rageval.sweep.release"] == "true"
-        )
+        assert "rageval.sweep.release" not in child.tags and "split" not in child.params
         assert child.tags["rageval.split"] == "release" and child.tags["rageval.config.family"] == "bm25-baseline"
         assert child.name == f"t/{name}@release" and child.tags["rageval.config.label"] == f"t/{name}"
         assert child.tags["rageval.kind"] == "evaluation"

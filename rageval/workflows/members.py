@@ -66,7 +66,6 @@ class MemberJob:
     sweep: str
     experiment: str
     parent: str
-    release: bool
     family: str | None
     notebook: Path
     notebook_parameters: dict[str, Any] | None
@@ -89,7 +88,6 @@ class MemberJob:
             tags={
                 "mlflow.parentRunId": self.parent,  # the sweep (records.PARENT_TAG): one key, not two
                 MEMBER_TAG: self.name,
-                "rageval.sweep.release": str(self.release).lower(),
                 **(tags or {}),
             },
         )

@@ -164,8 +164,7 @@ def run_params(config: RunConfig, overrides: Sequence[str]) -> dict[str, Any]:
     contract's params are what :mod:`rageval.analysis.comparability` checks."""
     evaluation = config.evaluation
     return {
-        "benchmark": config.benchmark,
-        "split": config.split,
+        "benchmark": config.benchmark,  # the split is the tag rageval.split: one column, not two
         "pipeline": pipeline_summary(config),
         "final_k": config.final_k,
         "chunking": chunking_summary(config),

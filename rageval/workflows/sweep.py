@@ -127,7 +127,6 @@ def start_sweep(
     bench: Benchmark,
     *,
     workers: int,
-    release: bool,
     tracker: Tracker,
     experiment: str | None,
     notebook_parameters: dict[str, Any] | None,
@@ -148,11 +147,11 @@ def start_sweep(
     parent = tracker.create_run(
         experiment,
         f"sweep {sweep.spec.name}@{sweep.split}",
-        # Few params, named as the members' (split): each key is a runs-table column of the experiment;
-        # the name and release flag are tags, the file and its sha256 sweep.yaml and summary.json, the
-        # plan members.json (its length the member count).
-        params={"split": sweep.split, "workers": workers, **(params or {})},
-        tags=_parent_tags(sweep, bench, release),
+        # Few params: each key is a runs-table column of the experiment; the split is the tag
+        # rageval.split (as the members'), the name the run's, the file and its sha256 sweep.yaml and
+        # summary.json, the plan members.json (its length the member count).
+        params={"workers": workers, **(params or {})},
+        tags=_parent_tags(sweep, bench),
         files={"sweep.yaml": sweep.path.read_bytes(), "members.json": json.dumps(plan, indent=2).encode()},
     )
     jobs = [
@@ -166,7 +165,6 @@ def start_sweep(
             sweep=sweep.spec.name,
             experiment=experiment,
             parent=parent,
-            release=release,
             family=family,
             notebook=notebook,
             notebook_parameters=notebook_parameters,
@@ -178,14 +176,13 @@ def start_sweep(
     return Started(sweep, experiment, parent, jobs, results, started)
 
 
-def _parent_tags(sweep: Sweep, bench: Benchmark, release: bool) -> dict[str, str]:
+def _parent_tags(sweep: Sweep, bench: Benchmark) -> dict[str, str]:
     return {
         **git_state(sweep.path.resolve().parent),
         "rageval.version": RAGEVAL_VERSION,
         "rageval.kind": "sweep",
         # the sweep's name is the run's name (sweep NAME@split) and summary.json's; a member's, its run name
-        "rageval.split": sweep.split,
-        "rageval.sweep.release": str(release).lower(),
+        "rageval.split": sweep.split,  # release or not: the split says (--release is required for it)
         "rageval.benchmark.name": bench.spec.name,
         "rageval.benchmark.version": bench.spec.version,
     }
@@ -224,7 +221,6 @@ def run_sweep(  # long: the sweep's keyword options, as the CLI, the demo and th
             nb,
             bench,
             workers=slots,
-            release=release,
             tracker=tracker,
             experiment=experiment,
             notebook_parameters=notebook_parameters,
