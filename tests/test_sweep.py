@@ -224,7 +224,8 @@ def test_a_sweep_seals_its_members_and_names_the_failure(release_sweep, store):
     assert parent.status == "FAILED" and not parent.sealed and "broken" in parent.tags["rageval.error"]
     assert parent.tags["rageval.kind"] == "sweep" and parent.tags["rageval.split"] == "release"
     assert "rageval.sweep.release" not in parent.tags  # the split says it: --release is required for it
-    assert "rageval.sweep.sha256" not in parent.tags and set(parent.metrics) <= {"members_failed"}
+    assert "rageval.sweep.sha256" not in parent.tags and parent.metrics == {}
+    assert "1 of 3 members did not seal: broken" in parent.tags["rageval.error"]
     assert set(parent.params) == {"workers"}  # the split: the tag; the file and its sha256: sweep.yaml, summary.json
     children = {c.tags["rageval.sweep.member"]: c for c in tracker.children(outcome.parent_run_id)}
     assert set(children) == {"baseline", "broken", "textbook"}
