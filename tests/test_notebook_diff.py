@@ -157,8 +157,18 @@ def two_runs(store) -> tuple[str, str]:
     return base, changed
 
 
+@pytest.fixture(scope="module")
+def full_diff(two_runs, store) -> str:
+    """`rageval diff-notebooks --full` of the two runs (nbdime's whole diff), made once for the tests
+    that read it."""
+    base, changed = two_runs
+    full = CliRunner().invoke(app, ["diff-notebooks", base, changed, "--full", "--tracking-uri", store])
+    assert full.exit_code == 0, full.output
+    return full.output
+
+
 @pytest.mark.e2e
-def test_two_runs_differing_in_one_key_show_that_key_and_are_short(two_runs, store):
+def test_two_runs_differing_in_one_key_show_that_key_and_are_short(two_runs, full_diff, store):
     base, changed = two_runs
     result = CliRunner().invoke(app, ["diff-notebooks", base, changed, "--tracking-uri", store])
     assert result.exit_code == 0, result.output
@@ -173,17 +183,13 @@ def test_two_runs_differing_in_one_key_show_that_key_and_are_short(two_runs, sto
         f'+run_id = "{changed}"',
     ]
     assert "iVBOR" not in result.output and "/metadata" not in result.output and "execution_count" not in result.output
-    full = CliRunner().invoke(app, ["diff-notebooks", base, changed, "--full", "--tracking-uri", store])
-    assert full.exit_code == 0, full.output
     # Measured on the demo's k1/b pair: 1,387 lines from nbdime, 120 here.
-    assert len(lines) < len(full.output.splitlines()) / 5, result.output
+    assert len(lines) < len(full_diff.splitlines()) / 5, result.output
 
 
 @pytest.mark.e2e
-def test_full_is_nbdimes_own_diff(two_runs, store, tmp_path):
+def test_full_is_nbdimes_own_diff(two_runs, full_diff, store, tmp_path):
     base, changed = two_runs
-    result = CliRunner().invoke(app, ["diff-notebooks", base, changed, "--full", "--tracking-uri", store])
-    assert result.exit_code == 0, result.output
     old, new = download_notebooks(Tracker(store), (base, changed), tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "nbdime", "diff", "-M", "-I", "-D", "--no-color", str(old), str(new)],
@@ -193,5 +199,5 @@ def test_full_is_nbdimes_own_diff(two_runs, store, tmp_path):
     )
     expected = done.stdout.replace(str(old), f"{base}:{old.name}").replace(str(new), f"{changed}:{new.name}")
     # nbdime's header carries each file's modification time, which differs between the two downloads.
-    assert without_header(result.output.strip()) == without_header(expected.strip())
-    assert "## modified /cells/2/source:" in result.output and "k1: 1.2" in result.output
+    assert without_header(full_diff.strip()) == without_header(expected.strip())
+    assert "## modified /cells/2/source:" in full_diff and "k1: 1.2" in full_diff

@@ -241,7 +241,7 @@ def test_from_notebooks_the_default_config_resolves_and_nothing_is_recorded(stor
 def test_a_papermill_loop_gives_one_sealed_run_per_configuration(store, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
     run_ids = []
-    for k1 in (0.6, 0.9, 1.2):
+    for k1 in (0.6, 1.2):  # two configurations make a loop; each notebook run costs seconds
         out = tmp_path / f"k1-{k1}.ipynb"
         papermill.execute_notebook(
             str(NOTEBOOK),
@@ -255,8 +255,8 @@ def test_a_papermill_loop_gives_one_sealed_run_per_configuration(store, tmp_path
         )
         run_ids.append(recorded_run(out))
     tracker = Tracker(store)
-    assert len(set(run_ids)) == 3
-    for run_id, k1 in zip(run_ids, (0.6, 0.9, 1.2), strict=True):
+    assert len(set(run_ids)) == 2
+    for run_id, k1 in zip(run_ids, (0.6, 1.2), strict=True):
         info = tracker.run(run_id)
         assert info.sealed and tracker.verify(run_id) == []
         # the resolved configuration is the artifact config.yaml (the params are a readable few)
