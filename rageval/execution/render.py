@@ -33,20 +33,10 @@ def _html_exporter() -> Any:
 
 
 def warm_imports() -> None:
-    """What this process needs once the kernel hands its result back, done while it waits on the
-    kernel: matplotlib imported and one small figure drawn to PNG (the font, the Agg canvas and the
-    PNG writer are set up once per process: about 0.1 s that the run's first figure would pay
-    while the run waits). nbconvert, needed only once the notebook has run, is imported after
-    the logging (:func:`warm_html`), so that the logging starts as soon as the result comes."""
-    import io
-
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(1, 1), layout="constrained")
-    ax = figure.subplots()
-    ax.plot([0, 1], [0, 1])
-    ax.set(title="warm", xlabel="k", ylabel="queries")
-    figure.savefig(io.BytesIO(), format="png", dpi=110)
+    """What this process needs once the kernel hands its result back (matplotlib, for the figures)
+    and once the notebook has run (nbconvert, for the HTML): imported while it waits on the kernel."""
+    import matplotlib.figure  # noqa: F401
+    import nbconvert  # noqa: F401
 
 
 def warm_html() -> None:

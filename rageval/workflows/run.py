@@ -429,14 +429,8 @@ def _attach_and_seal(
         else:
             early.abandon()
         reporter.step("attach notebook")
-        page = notebook_html(executed)  # the executed notebook and its page, written together (one upload)
-        tracker.log_files(
-            run_id,
-            {
-                f"notebook/{notebook.name}": executed.read_bytes(),
-                f"notebook/{Path(notebook.name).with_suffix('.html')}": page,
-            },
-        )
+        tracker.log_file(run_id, f"notebook/{notebook.name}", executed)
+        tracker.log_bytes(run_id, f"notebook/{Path(notebook.name).with_suffix('.html')}", notebook_html(executed))
         steps = {**notebook_timings(executed), **timings}
         tracker.log_tables(
             run_id, {"run_timings": pd.DataFrame({"step": list(steps), "seconds": list(steps.values())})}
