@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbclient.exceptions import CellTimeoutError
 
 from rageval.config.load import dump_config, load_config
 from rageval.execution.forkserver import Forked, ForkServer, available
@@ -72,6 +73,27 @@ def test_a_warm_kernel_runs_the_notebook_in_its_folder_with_the_modules_imported
     assert not alive(seen["pid"])
     with pytest.raises(RuntimeError, match="one notebook"):
         kernel.manager()
+
+
+def test_a_warm_kernel_execution_writes_the_notebook_once_and_keeps_the_cells_run_before_a_timeout(tmp_path):
+    # papermill wrote the whole notebook at each cell's start and end; the warm engine writes it
+    # once, after the last cell, or as far as it ran when the execution fails (here a timeout).
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("# parameters\noutput = ''")]
+    notebook.cells[0].metadata["tags"] = ["parameters"]
+    notebook.cells += [
+        nbformat.v4.new_code_cell("import os\nprint('written yet:', os.path.exists(output))"),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(60)"),
+    ]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, tmp_path / "slow.ipynb")
+    executed = tmp_path / "out.ipynb"
+    with WarmKernel(tmp_path, preload=()) as kernel, pytest.raises(CellTimeoutError, match="timed out"):
+        execute_notebook(tmp_path / "slow.ipynb", executed, {"output": str(executed)}, timeout=3, kernel=kernel)
+    cells = nbformat.read(executed, as_version=4).cells
+    assert [o.get("text") for o in cells[2].outputs] == ["written yet: False\n"]  # no write while cells ran
+    assert cells[2].metadata.papermill.status == "completed"
+    assert cells[3].metadata.papermill.start_time and not cells[3].outputs  # the cell the timeout stopped
 
 
 def test_a_warm_kernel_given_a_working_directory_or_channel_as_well_is_refused(tmp_path):

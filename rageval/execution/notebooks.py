@@ -196,6 +196,7 @@ def _register_warm_engine() -> None:
     shutdown's 0.1–1 s of polling: the last cell has run and its outputs are in)."""
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.iorw import write_ipynb
 
     class WarmClient(PapermillNotebookClient):  # type: ignore[misc]
         def execute(self, **kwargs: Any) -> Any:
@@ -207,6 +208,20 @@ def _register_warm_engine() -> None:
                     self.kc = None
 
     class WarmEngine(NBClientEngine):  # type: ignore[misc]
+        @classmethod
+        def execute_notebook(cls, nb: Any, kernel_name: str, output_path: Any = None, **kwargs: Any) -> Any:
+            # papermill writes the whole notebook at every cell's start and end (about 40 writes of
+            # the evaluation notebook, each a JSON dump and a schema check, in this process while
+            # it logs the handed-back result); the run reads it once, after the last cell. So it is
+            # written once: by papermill after the last cell (or with a cell's error), and here,
+            # as far as it ran, when the execution itself fails (a timeout, an interrupt).
+            try:
+                return super().execute_notebook(nb, kernel_name, output_path=None, **kwargs)
+            except BaseException:
+                if output_path is not None:
+                    write_ipynb(nb, output_path)
+                raise
+
         @classmethod
         def execute_managed_notebook(
             cls,
