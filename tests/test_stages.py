@@ -204,3 +204,24 @@ def test_top_hits_settles_ties_at_the_cut_by_chunk_id():
     scores = np.array([1.0, 2.0, 2.0, 2.0], dtype=np.float32)  # w x y z
     assert parents(top_hits(CORPUS, scores, 2)) == ["x", "y"]
     assert parents(top_hits(CORPUS, scores, 2, allowed=np.array([0, 3]))) == ["z", "w"]
+
+
+def test_the_stopword_lists_rageval_accepts_are_those_bm25s_knows():
+    """The config checks a stopword name without importing bm25s; the set must be bm25s's own."""
+    import re
+
+    import bm25s
+
+    from rageval.retrieval.schema import BM25_STOPWORDS, BM25TokenizerConfig
+
+    for name in BM25_STOPWORDS:
+        assert bm25s.tokenize(["the probe"], stopwords=name, show_progress=False) is not None, name
+    with pytest.raises(ValueError) as raised:
+        bm25s.tokenize(["probe"], stopwords="klingon", show_progress=False)
+    # bm25s names every language it knows in its error: each one is in the set
+    languages = re.findall(r"[A-Z][a-z]+", str(raised.value).split("supported")[0])
+    languages = {w.lower() for w in languages if w not in ("Only", "English")} | {"english"}
+    assert languages and languages <= BM25_STOPWORDS, languages - BM25_STOPWORDS
+    with pytest.raises(ValueError, match="unknown stopword list 'klingon'; valid choices are"):
+        BM25TokenizerConfig(stopwords="klingon")
+    assert BM25TokenizerConfig(stopwords="de").stopwords == "de"
