@@ -70,15 +70,21 @@ def role_tags(baseline: str | None, candidates: Sequence[str | None]) -> dict[st
     }
 
 
-def ui_link(experiment_id: str | None = None, run_id: str | None = None, *, base: str = "") -> str:
+def ui_link(
+    experiment_id: str | None = None, run_id: str | None = None, *, base: str = "", view: str | None = None
+) -> str:
     """The MLflow UI address (after ``base``, the server's URL) of an experiment, one of its runs, or
-    the home page, in model-training mode: ``#/experiments/1/runs/abc?workflowType=machine_learning``."""
+    the home page, in model-training mode: ``#/experiments/1/runs/abc?workflowType=machine_learning``;
+    ``view``: a query for the experiment's runs page (a saved view: ``viewStateShareKey=…``)."""
     path = "#/"
     if experiment_id is not None:
         path += f"experiments/{experiment_id}"
         if run_id is not None:
             path += f"/runs/{run_id}"
-    return f"{base.rstrip('/')}{'/' if base else ''}{path}?{UI_MODE}"
+        elif view is not None:
+            path += "/runs"
+    query = f"{view}&{UI_MODE}" if view is not None else UI_MODE
+    return f"{base.rstrip('/')}{'/' if base else ''}{path}?{query}"
 
 
 def source_tags(tags: Mapping[str, str]) -> dict[str, str]:

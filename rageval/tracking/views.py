@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rageval.tracking.records import NOTE_TAG, UI_MODE
+from rageval.tracking.records import NOTE_TAG, ui_link
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -71,7 +71,7 @@ def view_tag(charts: Sequence[str], columns: Sequence[str], *, now_ms: int | Non
 def view_link(experiment_id: str, *, charts: bool = True) -> str:
     """The UI address that opens the view (the chart view when ``charts``), in model-training mode."""
     mode = "&compareRunsMode=CHART" if charts else ""
-    return f"#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_ID}{mode}&{UI_MODE}"
+    return ui_link(experiment_id, view=f"viewStateShareKey={VIEW_ID}{mode}")
 
 
 def ensure_headline_view(
