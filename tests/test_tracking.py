@@ -267,9 +267,9 @@ def test_many_measures_keep_forty_headline_metrics_and_the_rest_in_a_table():
     config = load_config(ROOT / "params" / "bm25.yaml", [f"evaluation.measures={json.dumps(measures)}"])
     result = run_experiment(config)
     record = evaluation_record(result)
-    # The metrics logged beside the record (logging_time_s, run_time_s) fit in the same 40.
-    assert len(record.metrics) == HEADLINE_METRICS == MAX_METRICS - len(RUN_METRICS) == 38
-    assert list(record.metrics) == [f"P_at_{k}" for k in range(1, 39)]  # measures come first
+    # The metric logged beside the record (logging_time_s) fits in the same 40.
+    assert len(record.metrics) == HEADLINE_METRICS == MAX_METRICS - len(RUN_METRICS) == 39
+    assert list(record.metrics) == [f"P_at_{k}" for k in range(1, 40)]  # measures come first
     more = record.tables["more_metrics"]
     everything = metric_names(result)
     # Nothing is dropped: headline and table together are every metric, with the same values.

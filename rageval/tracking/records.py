@@ -140,13 +140,12 @@ def png(figure: Figure) -> bytes:
 # The most top-level metrics an evaluation run shows (the UI draws one chart per metric); every
 # breakdown is a table artifact instead (:func:`breakdown_tables`).
 MAX_METRICS = 40
-# What is logged beside the record (the tracker's logging time, the workflow's run time): within
-# MAX_METRICS too.
+# What is logged beside the record (the tracker's logging time): within MAX_METRICS too. A run's
+# time is MLflow's own Duration column, its steps the table run_timings (run_time_s until 2026-12).
 # No "/" in these keys: a prefix is a chart section, and the UI shows every named section before the
 # unprefixed keys (the measures), so "time_s/…" opened the chart view (runs before 2026-12: time_s/…).
 LOGGING_METRIC = "logging_time_s"
-RUN_TIME_METRIC = "run_time_s"
-RUN_METRICS = (LOGGING_METRIC, RUN_TIME_METRIC)
+RUN_METRICS = (LOGGING_METRIC,)
 HEADLINE_METRICS = MAX_METRICS - len(RUN_METRICS)  # the record's own share
 # The figures beside the measures a reviewer reads at a glance (one column each); the rest of
 # :func:`metric_names` is the table ``tables/more_metrics``.

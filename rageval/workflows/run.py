@@ -41,7 +41,7 @@ from rageval.hashing import sha256_bytes
 from rageval.paths import default_notebook
 from rageval.progress import SILENT, Event, Reporter, channel
 from rageval.tracking.notes import evaluation_note
-from rageval.tracking.records import KIND_TAG, NOTE_TAG, RUN_TIME_METRIC, environment
+from rageval.tracking.records import KIND_TAG, NOTE_TAG, environment
 from rageval.tracking.store import RunDataset, Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.provenance import RAGEVAL_VERSION, Origin, origin
@@ -435,7 +435,6 @@ def _attach_and_seal(
         tracker.log_tables(
             run_id, {"run_timings": pd.DataFrame({"step": list(steps), "seconds": list(steps.values())})}
         )
-        tracker.log_metrics(run_id, {RUN_TIME_METRIC: timings["prepare"] + timings["notebook"]})
         info = tracker.run(run_id)
         headline = {text: info.metrics[key] for key, text in prepared.measures.items() if key in info.metrics}
         tracker.set_tags(run_id, {NOTE_TAG: evaluation_note(info.tags, headline)})
