@@ -21,7 +21,7 @@ from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import dump_config, load_config
 from rageval.config.schema import RunConfig, RunName
 from rageval.errors import ConfigError, InputError, Problem
-from rageval.io import read_yaml
+from rageval.io import Lines, read_yaml
 from rageval.validation import Slug, Strict, problems_from_validation, shorten
 
 # More members than this is a typo or a generated grid, not a sweep anyone runs (each member is a run).
@@ -143,6 +143,28 @@ def load_sweep(path: str | Path, *, release: bool = False) -> Sweep:
     base = (path.parent / spec.base).resolve()
     benchmark = (path.parent / Path(spec.benchmark).expanduser()).resolve() if spec.benchmark else None
 
+    members, problems = _members(spec, path, lines, base, benchmark)
+    if problems:
+        raise ConfigError(problems)
+    release_members = [m.name for m in members if m.config.split == RELEASE_SPLIT]
+    if release_members and not release:
+        raise ConfigError(
+            Problem(
+                file=str(path),
+                line=lines.get(("split",)),
+                field="split",
+                message=f"the sweep evaluates on the frozen '{RELEASE_SPLIT}' split ({len(release_members)} member(s)); "
+                "tuning on it turns the release set into training data",
+                fix=f"sweep on dev; to evaluate on '{RELEASE_SPLIT}' on purpose, pass --release (recorded and counted)",
+            )
+        )
+    return Sweep(path, spec, members, hashlib.sha256(path.read_bytes()).hexdigest(), base, benchmark)
+
+
+def _members(
+    spec: SweepConfig, path: Path, lines: Lines, base: Path, benchmark: Path | None
+) -> tuple[list[Member], list[Problem]]:
+    """Every member's configuration loaded, and the problems of those that fail (named by member and line)."""
     problems: list[Problem] = []
     members: list[Member] = []
     seen_names: dict[str, int | None] = {}
@@ -190,18 +212,4 @@ def load_sweep(path: str | Path, *, release: bool = False) -> Sweep:
             continue
         seen_configs[resolved] = name
         members.append(Member(name, overrides, config, line))
-    if problems:
-        raise ConfigError(problems)
-    release_members = [m.name for m in members if m.config.split == RELEASE_SPLIT]
-    if release_members and not release:
-        raise ConfigError(
-            Problem(
-                file=str(path),
-                line=lines.get(("split",)),
-                field="split",
-                message=f"the sweep evaluates on the frozen '{RELEASE_SPLIT}' split ({len(release_members)} member(s)); "
-                "tuning on it turns the release set into training data",
-                fix=f"sweep on dev; to evaluate on '{RELEASE_SPLIT}' on purpose, pass --release (recorded and counted)",
-            )
-        )
-    return Sweep(path, spec, members, hashlib.sha256(path.read_bytes()).hexdigest(), base, benchmark)
+    return members, problems

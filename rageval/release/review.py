@@ -12,7 +12,7 @@ top ``k`` and the candidate has not. A *rejection is resolved* when a later revi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
@@ -254,6 +254,45 @@ class Decisions:
         return {d: int((self.frame["decision"] == d).sum()) for d in DECISIONS}
 
 
+@dataclass
+class _RowCheck:
+    """One row of a filled review sheet against the review (:func:`read_decisions`): the problem, or None."""
+
+    wanted: set[str]  # the selected queries
+    reopened: set[str]  # queries an earlier review rejected
+    reviewer: str | None  # --reviewer, for rows that name none
+    seen: dict[str, str] = field(default_factory=dict)  # query → where it was decided
+
+    def __call__(self, row: ReviewRow, at: At) -> Problem | None:
+        if row.query_id not in self.wanted:
+            return at(
+                field="query_id",
+                message=f"query '{shorten(row.query_id)}' is not in this review",
+                fix="keep the query_id column of the sheet as written",
+            )
+        if row.decision is None:
+            return None
+        name = (row.reviewer or "").strip() or (self.reviewer or "")
+        if not name:
+            return at(field="reviewer", message="a decision without a reviewer", fix="fill the column or --reviewer")
+        if row.query_id in self.seen:
+            return at(
+                field="query_id",
+                message=f"query '{shorten(row.query_id)}' is decided already at {self.seen[row.query_id]}",
+                fix="keep one decision per query",
+            )
+        note = (row.note or "").strip()
+        if row.decision == "reject" and not note:
+            return at(field="note", message="a rejection without its rationale", fix="say in the note what is wrong")
+        if row.decision == "accept" and row.query_id in self.reopened and not note:
+            return at(
+                field="note",
+                message="accepting a query an earlier review rejected, without a note",
+                fix="say in the note why the earlier rejection no longer holds",
+            )
+        return None
+
+
 def read_decisions(
     sheets: Sequence[tuple[str, Sequence[tuple[int, dict[str, Any]]]]],
     selected: Sequence[str],
@@ -269,38 +308,9 @@ def read_decisions(
     why; and a sheet deciding nothing (the blank sheet). Rows without a decision are context; the
     selected queries they leave are ``undecided``."""
     problems = [] if problems is None else problems
-    wanted, reopened = set(selected), set(carried)
-    seen: dict[str, str] = {}
+    check = _RowCheck(set(selected), set(carried), reviewer)
+    seen = check.seen
     decided: list[tuple[str, str, str, str, str]] = []
-
-    def check(row: ReviewRow, at: At) -> Problem | None:
-        if row.query_id not in wanted:
-            return at(
-                field="query_id",
-                message=f"query '{shorten(row.query_id)}' is not in this review",
-                fix="keep the query_id column of the sheet as written",
-            )
-        if row.decision is None:
-            return None
-        name = (row.reviewer or "").strip() or (reviewer or "")
-        if not name:
-            return at(field="reviewer", message="a decision without a reviewer", fix="fill the column or --reviewer")
-        if row.query_id in seen:
-            return at(
-                field="query_id",
-                message=f"query '{shorten(row.query_id)}' is decided already at {seen[row.query_id]}",
-                fix="keep one decision per query",
-            )
-        note = (row.note or "").strip()
-        if row.decision == "reject" and not note:
-            return at(field="note", message="a rejection without its rationale", fix="say in the note what is wrong")
-        if row.decision == "accept" and row.query_id in reopened and not note:
-            return at(
-                field="note",
-                message="accepting a query an earlier review rejected, without a note",
-                fix="say in the note why the earlier rejection no longer holds",
-            )
-        return None
 
     for file, rows in sheets:
         before, errors = len(decided), len(problems)
