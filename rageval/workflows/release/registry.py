@@ -430,13 +430,9 @@ def execute_promote(request: PromoteRequest, *, tracker: Tracker) -> PromotionOu
 # ---------------------------------------------------------------------------- rollback
 
 
-def execute_rollback(
-    family: str, *, tracker: Tracker, sample: int = 20, seed: int = 0, experiment: str | None = None
-) -> RollbackOutcome:
-    """Move ``champion`` back to ``previous`` once that version's bundle, from the artifact store,
-    reproduces its evaluation run's rankings on a sample; record a sealed rollback run (FAILED, the
-    aliases untouched, when it does not)."""
-    registry = Registry(tracker)
+def _rollback_pair(registry: Registry, family: str) -> tuple[Version, Version, list[str]]:
+    """The champion, the previous champion and the history a rollback moves between: refused when
+    there is no previous one, or when the aliases were moved outside rageval."""
     registry.settle(family)
     history = registry.history(family)
     champion, previous = registry.alias(family, CHAMPION), registry.alias(family, PREVIOUS)
@@ -448,6 +444,17 @@ def execute_rollback(
             f"the top of its {HISTORY_TAG} {history}: the aliases were moved outside rageval; set them back "
             "(or promote a release) before rolling back"
         )
+    return champion, previous, history
+
+
+def execute_rollback(
+    family: str, *, tracker: Tracker, sample: int = 20, seed: int = 0, experiment: str | None = None
+) -> RollbackOutcome:
+    """Move ``champion`` back to ``previous`` once that version's bundle, from the artifact store,
+    reproduces its evaluation run's rankings on a sample; record a sealed rollback run (FAILED, the
+    aliases untouched, when it does not)."""
+    registry = Registry(tracker)
+    champion, previous, history = _rollback_pair(registry, family)
     check = verify_version(tracker, previous, sample=sample, seed=seed)
     name = experiment or RELEASE_EXPERIMENT
     record = {
@@ -457,13 +464,8 @@ def execute_rollback(
         "history_before": history,
         "passed": check.passed,
         "problem": check.problem,
-        "sample": {
-            "asked": sample,
-            "queries": check.queries,
-            "seed": seed,
-            "identical": check.identical,
-            "differing": check.differing,
-        },
+        "sample": {"asked": sample, "queries": check.queries, "seed": seed}
+        | {"identical": check.identical, "differing": check.differing},
         "cache_hits": check.cache_hits,
     }
     sample_table = pd.DataFrame({"query_id": check.queries, "identical": [q in check.identical for q in check.queries]})
