@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rageval.hashing import sha256_bytes
 from rageval.retrieval.cache import Cache
-from rageval.tracking.records import environment
+from rageval.tracking.environment import environment
 
 
 def test_a_truncated_environment_entry_is_rebuilt_not_sealed(tmp_path: Path, monkeypatch):

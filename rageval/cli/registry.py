@@ -55,7 +55,7 @@ def rollback(
 ) -> None:
     """Move `champion` back to `previous` once that version, rebuilt from the artifact store alone,
     reproduces its recorded rankings on a sample. Exit 1, aliases untouched, when it does not."""
-    from rageval.workflows.release.registry import execute_rollback
+    from rageval.workflows.release.rollback import execute_rollback
 
     outcome = execute_rollback(
         family, tracker=open_tracker(tracking_uri), sample=sample, seed=seed, experiment=experiment

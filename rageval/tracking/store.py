@@ -18,7 +18,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from rageval.paths import default_tracking_uri
 from rageval.retry import call_with_retries
 from rageval.tracking.artifacts import Written, artifact_hashes
 from rageval.tracking.connect import FAIL_RETRIES, locked, open_client, probe, store_failure, unreachable
+from rageval.tracking.datasets import RunDataset, log_dataset
 from rageval.tracking.naming import unique_name
 from rageval.tracking.owners import Owner, owner_of, owner_tags
 from rageval.tracking.records import (
@@ -77,19 +77,6 @@ _BATCH = 100
 def resolve_tracking_uri(uri: str | None = None) -> str:
     """``uri``, else ``MLFLOW_TRACKING_URI``, else the project's embedded store (absolute)."""
     return uri or default_tracking_uri()
-
-
-@dataclass(frozen=True)
-class RunDataset:
-    """The data a run used, logged as its MLflow dataset input (the runs table's Dataset column):
-    the rows, the dataset's name, where it lives, its digest (None: of the rows) and the context
-    (the split)."""
-
-    frame: pd.DataFrame
-    name: str = "cases"
-    source: str = ""
-    digest: str | None = None
-    context: str = ""
 
 
 class Tracker:
@@ -213,7 +200,7 @@ class Tracker:
         self.log_params(run_id, params)
         self._put(run_id, files or {})
         if dataset is not None:
-            self._log_dataset(run_id, dataset)
+            log_dataset(self.client, run_id, dataset)
         return run_id
 
     def set_experiment_description(self, experiment: str, text: str) -> None:
@@ -290,31 +277,6 @@ class Tracker:
 
     def log_frame(self, run_id: str, artifact_path: str, frame: pd.DataFrame) -> None:
         self.log_bytes(run_id, artifact_path, frame.to_parquet(index=False))
-
-    def _log_dataset(self, run_id: str, dataset: RunDataset) -> None:
-        """Log the cases as an MLflow dataset input (all columns are text), so the UI shows which
-        data a run used. The entity is built directly: ``from_pandas`` warns on local paths."""
-        from mlflow.entities import Dataset, DatasetInput, InputTag
-        from mlflow.exceptions import MlflowException
-        from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
-
-        frame = dataset.frame
-        schema = {"mlflow_colspec": [{"type": "string", "name": str(c), "required": True} for c in frame.columns]}
-        entity = Dataset(
-            name=dataset.name,
-            digest=dataset.digest or sha256_bytes(frame.to_csv(index=False).encode())[:16],
-            source_type="local",
-            source=json.dumps({"uri": dataset.source}),
-            schema=json.dumps(schema),
-            profile=json.dumps({"num_rows": len(frame), "num_elements": int(frame.size)}),
-        )
-        inputs = [DatasetInput(entity, tags=[InputTag(MLFLOW_DATASET_CONTEXT, dataset.context)])]
-        try:
-            self.client.log_inputs(run_id, inputs)
-        except MlflowException:
-            # Two runs logging a new dataset at once race on its row; the second try finds it.
-            time.sleep(0.2)
-            self.client.log_inputs(run_id, inputs)
 
     def log_tables(self, run_id: str, tables: Mapping[str, pd.DataFrame]) -> None:
         """Write tables as ``tables/NAME.json`` (MLflow's table format, which the UI shows), ``.csv``

@@ -21,14 +21,9 @@ from rageval.workflows.compare import ComparisonOutcome, execute_comparison
 from rageval.workflows.gate import GateOutcome, execute_gate
 from rageval.workflows.release.online import OnlineOutcome, execute_online, simulate_log
 from rageval.workflows.release.record import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
-from rageval.workflows.release.registry import (
-    PromoteRequest,
-    PromotionOutcome,
-    RollbackOutcome,
-    execute_promote,
-    execute_rollback,
-)
+from rageval.workflows.release.registry import PromoteRequest, PromotionOutcome, execute_promote
 from rageval.workflows.release.review import ReviewOutcome, record_review, start_review
+from rageval.workflows.release.rollback import RollbackOutcome, execute_rollback
 from rageval.workflows.release.shadow import ShadowOutcome, ShadowRequest, execute_shadow
 from rageval.workflows.run import RunOutcome, RunRequest, execute_run
 from rageval.workflows.sweep import run_sweep

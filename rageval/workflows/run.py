@@ -40,9 +40,11 @@ from rageval.execution.slots import NotebookSlot
 from rageval.hashing import sha256_bytes
 from rageval.paths import default_notebook
 from rageval.progress import SILENT, Event, Reporter, channel
+from rageval.tracking.datasets import RunDataset
+from rageval.tracking.environment import environment
 from rageval.tracking.notes import evaluation_note
-from rageval.tracking.records import KIND_TAG, NOTE_TAG, environment
-from rageval.tracking.store import RunDataset, Tracker
+from rageval.tracking.records import KIND_TAG, NOTE_TAG
+from rageval.tracking.store import Tracker
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.provenance import RAGEVAL_VERSION, Origin, origin
 
