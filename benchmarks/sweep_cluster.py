@@ -21,7 +21,7 @@ import yaml
 
 from rageval.tracking.store import Tracker
 from rageval.workflows.cluster import LOCAL, DaskExecutor
-from rageval.workflows.sweep import run_sweep
+from rageval.workflows.sweep import SweepRequest, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 # BM25 members of the demo: two indexes (k1 0.9 and 1.2), the rest reads them from the cache.
@@ -54,10 +54,12 @@ def measure(kind: str, members: int, workers: int, folder: Path) -> dict[str, fl
     began = time.perf_counter()
     if kind == "threads":
         os.environ["RAGEVAL_CACHE"] = str(work / "cache")
-        outcome = run_sweep(path, workers=workers, tracker=tracker, progress=io.StringIO())
+        outcome = run_sweep(SweepRequest(path, workers=workers), tracker=tracker, progress=io.StringIO())
     else:
         executor = DaskExecutor(LOCAL, cache_dir=work / "cache")
-        outcome = run_sweep(path, workers=workers, tracker=tracker, progress=io.StringIO(), executor=executor)
+        outcome = run_sweep(
+            SweepRequest(path, workers=workers), tracker=tracker, progress=io.StringIO(), executor=executor
+        )
     total = time.perf_counter() - began
     outcome.check()
     misses = sum(Tracker(store).run(m.run_id).tags.get("rageval.cache.bm25") == "miss" for m in outcome.members)

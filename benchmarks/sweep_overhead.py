@@ -28,7 +28,7 @@ from rageval.config.load import dump_config
 from rageval.config.sweep import load_sweep
 from rageval.tracking.records import LOGGING_METRIC
 from rageval.tracking.store import Tracker
-from rageval.workflows.sweep import run_sweep
+from rageval.workflows.sweep import SweepRequest, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = ("retrieval", "evaluation")  # the members' own work, as the issue counts it
@@ -89,9 +89,8 @@ def members_alone(sweep: Path) -> float:
 
 def measure(sweep: Path, workers: int, store: str) -> dict[str, float]:
     alone = members_alone(sweep)  # in the same session, just before the sweep
-    outcome = run_sweep(
-        sweep, workers=workers, tracker=Tracker(store), progress=io.StringIO(), experiment=f"overhead-{workers}"
-    )
+    request = SweepRequest(sweep, workers=workers, experiment=f"overhead-{workers}")
+    outcome = run_sweep(request, tracker=Tracker(store), progress=io.StringIO())
     outcome.check()
     tracker = Tracker(store)
     timings = [member_timings(tracker, m.run_id) for m in outcome.members]

@@ -24,7 +24,7 @@ from rageval.tracking.owners import PID_TAG, owner_fields
 from rageval.tracking.store import Tracker
 from rageval.workflows.cluster import ATTEMPT_TAG, WORKER_TAG, DaskExecutor
 from rageval.workflows.members import MEMBER_TAG
-from rageval.workflows.sweep import run_sweep
+from rageval.workflows.sweep import SweepRequest, run_sweep
 
 pytestmark = pytest.mark.distributed
 
@@ -95,10 +95,8 @@ def killed_sweep(dask_cluster, tracking_uri, tmp_path_factory):  # noqa: F811 - 
     progress = io.StringIO()
     try:
         outcome = run_sweep(
-            path,
+            SweepRequest(path, experiment="dask-tests", notebook=slow_notebook(tmp)),
             tracker=Tracker(tracking_uri),
-            experiment="dask-tests",
-            notebook=slow_notebook(tmp),
             progress=progress,
             on_parent=parent.append,
             executor=DaskExecutor(dask_cluster.address, cache_dir=cache),
@@ -253,9 +251,11 @@ def test_workers_with_a_cluster_address_are_refused_before_any_run(tmp_path, tra
 
     path = sweep_file(tmp_path, [{"name": "baseline", "set": {}}])
     with pytest.raises(ConfigError, match="a running cluster's workers decide"):
-        run_sweep(path, workers=3, tracker=Tracker(tracking_uri), executor=DaskExecutor(dask_cluster.address))
+        run_sweep(
+            SweepRequest(path, workers=3), tracker=Tracker(tracking_uri), executor=DaskExecutor(dask_cluster.address)
+        )
     with pytest.raises(ConfigError, match="not a Dask scheduler address"):
-        run_sweep(path, tracker=Tracker(tracking_uri), executor=DaskExecutor("127.0.0.1:1"))
+        run_sweep(SweepRequest(path), tracker=Tracker(tracking_uri), executor=DaskExecutor("127.0.0.1:1"))
 
 
 def test_sigterm_to_the_driver_kills_running_members_and_never_starts_the_rest(dask_cluster, tmp_path, tracking_uri):  # noqa: F811

@@ -20,7 +20,7 @@ from rageval.config.sweep import SweepConfig, expand, load_sweep
 from rageval.errors import BenchmarkError, ConfigError, SweepError
 from rageval.tracking.store import Tracker
 from rageval.workflows.members import Progress, progress_kind
-from rageval.workflows.sweep import run_sweep
+from rageval.workflows.sweep import SweepRequest, run_sweep
 
 BM25 = ROOT / "params" / "bm25.yaml"
 
@@ -146,7 +146,7 @@ def test_a_sweep_on_release_needs_release(tmp_path, store):
     path = sweep_file(tmp_path, split="release", variants=[{"name": "base", "set": {}}])
     before = {r.run_id for r in Tracker(store).runs()}
     with pytest.raises(ConfigError) as raised:
-        run_sweep(path, tracker=Tracker(store))
+        run_sweep(SweepRequest(path), tracker=Tracker(store))
     (problem,) = raised.value.problems
     assert problem.field == "split" and problem.line == 4 and "frozen 'release' split" in problem.message
     assert "pass --release" in problem.fix
@@ -158,7 +158,7 @@ def test_a_sweep_with_an_undeclared_split_creates_no_run(tmp_path):
     path = sweep_file(tmp_path, split="nosuch", variants=[{"name": "base", "set": {}}])
     tracker = Tracker(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
     with pytest.raises(BenchmarkError, match="nosuch"):
-        run_sweep(path, tracker=tracker)
+        run_sweep(SweepRequest(path), tracker=tracker)
     assert tracker.runs() == []  # refused before the parent exists
 
 
@@ -208,9 +208,8 @@ def release_sweep(tmp_path_factory, store):
         ],
     )
     progress = io.StringIO()
-    outcome = run_sweep(
-        path, release=True, tracker=Tracker(store), experiment="sweep-tests", notebook=notebook, progress=progress
-    )
+    request = SweepRequest(path, release=True, experiment="sweep-tests", notebook=notebook)
+    outcome = run_sweep(request, tracker=Tracker(store), progress=progress)
     return outcome, progress.getvalue()
 
 
@@ -281,10 +280,8 @@ def test_an_interrupted_sweep_kills_running_members_and_never_starts_the_rest(tm
     killer = threading.Thread(target=interrupt_when_both_run, daemon=True)
     killer.start()
     outcome = run_sweep(
-        path,
+        SweepRequest(path, experiment="sweep-tests", notebook=notebook),
         tracker=Tracker(store),
-        experiment="sweep-tests",
-        notebook=notebook,
         progress=io.StringIO(),
         on_parent=parents.append,
     )
@@ -399,7 +396,10 @@ def test_the_sweep_driver_runs_any_executor_and_records_its_interruption(tmp_pat
     )
     executor = OneAtATime()
     outcome = run_sweep(
-        path, tracker=Tracker(store), experiment="sweep-executor", progress=io.StringIO(), executor=executor
+        SweepRequest(path, experiment="sweep-executor"),
+        tracker=Tracker(store),
+        progress=io.StringIO(),
+        executor=executor,
     )
     assert executor.calls == ["open None", "map one,two", "stop", "settle one=sealed,two=not started", "close"]
     assert outcome.interrupted and {m.name: m.status for m in outcome.members} == {

@@ -50,7 +50,7 @@ def sweep(
     from rageval.cli.progress import SweepView
     from rageval.safety import strip_control
     from rageval.workflows.provenance import dirty_warning
-    from rageval.workflows.sweep import run_sweep
+    from rageval.workflows.sweep import SweepRequest, run_sweep
 
     executor = None
     if cluster is not None:
@@ -61,14 +61,17 @@ def sweep(
     if warning:
         echo(warning, err=True)
     with SweepView() as view:  # each member's current step on stderr
-        outcome = run_sweep(
+        request = SweepRequest(
             input_file(file, "FILE", "give a sweep file, e.g. params/sweeps/demo.yaml"),
             workers=workers,
             release=release,
-            tracker=open_tracker(tracking_uri),
             experiment=experiment,
             notebook=notebook,
             timeout=timeout,
+        )
+        outcome = run_sweep(
+            request,
+            tracker=open_tracker(tracking_uri),
             progress=view,
             on_parent=lambda run_id: view.note(strip_control(f"sweep parent run {run_id}")),
             executor=executor,

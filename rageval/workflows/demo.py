@@ -26,7 +26,7 @@ from rageval.workflows.release.review import ReviewOutcome, record_review, start
 from rageval.workflows.release.rollback import RollbackOutcome, execute_rollback
 from rageval.workflows.release.shadow import ShadowOutcome, ShadowRequest, execute_shadow
 from rageval.workflows.run import RunOutcome, RunRequest, execute_run
-from rageval.workflows.sweep import run_sweep
+from rageval.workflows.sweep import SweepRequest, run_sweep
 
 SHADOW_REQUESTS = 200
 
@@ -70,7 +70,7 @@ def execute_demo(
 
     sweep_file = Path(sweep_file) if sweep_file else project_root() / "params" / "sweeps" / "demo.yaml"
     policy_file = Path(policy_file) if policy_file else project_root() / "params" / "gates" / "release.yaml"
-    swept = run_sweep(sweep_file, workers=workers, tracker=tracker, progress=progress)
+    swept = run_sweep(SweepRequest(sweep_file, workers=workers), tracker=tracker, progress=progress)
     swept.check()
     runs = {m.name: m for m in swept.members}
     if baseline not in runs:

@@ -103,18 +103,27 @@ class Started:
         return _finish(tracker, self.parent, self.experiment, self.sweep, members, wall, interrupted, store_error)
 
 
-def check_sweep(
-    path: str | Path,
-    *,
-    release: bool = False,
-    notebook: str | Path | None = None,
-    notebook_parameters: dict[str, Any] | None = None,
-) -> tuple[Sweep, Path, Benchmark]:
+@dataclass(frozen=True)
+class SweepRequest:
+    """One sweep to run: the file and what it runs with, as every entry point gives it (``rageval
+    sweep``, the demo, the benchmarks). ``workers`` None: the sweep file's; ``release``: allow the
+    frozen release split; ``notebook``: another evaluation notebook, with ``notebook_parameters``."""
+
+    path: str | Path
+    workers: int | None = None
+    release: bool = False
+    experiment: str | None = None
+    notebook: str | Path | None = None
+    notebook_parameters: dict[str, Any] | None = None
+    timeout: int | None = None
+
+
+def check_sweep(request: SweepRequest) -> tuple[Sweep, Path, Benchmark]:
     """Load and check a sweep before anything exists (no run, no cluster): its members and the
     notebook's parameters. Returns it, the notebook and the benchmark."""
-    sweep = load_sweep(path, release=release)
-    notebook = Path(notebook).resolve() if notebook else default_notebook()
-    check_parameters(notebook, dict(notebook_parameters or {}), required=RUN_PARAMETERS)
+    sweep = load_sweep(request.path, release=request.release)
+    notebook = Path(request.notebook).resolve() if request.notebook else default_notebook()
+    check_parameters(notebook, dict(request.notebook_parameters or {}), required=RUN_PARAMETERS)
     bench = load_benchmark(sweep.members[0].config.benchmark)
     for m in sweep.members:  # before the parent exists: a member whose split is undeclared would fail after it
         bench.cases_for(m.config.split)
@@ -122,19 +131,18 @@ def check_sweep(
 
 
 def start_sweep(
+    request: SweepRequest,
     sweep: Sweep,
     notebook: Path,
     bench: Benchmark,
     *,
     workers: int,
     tracker: Tracker,
-    experiment: str | None,
-    notebook_parameters: dict[str, Any] | None,
-    timeout: int | None,
     params: dict[str, Any] | None = None,
 ) -> Started:
     """Create the experiment (once, here: parallel workers creating it race) and the parent run;
     the members' jobs name both. ``params``: more parent params (the cluster's address)."""
+    experiment, notebook_parameters, timeout = request.experiment, request.notebook_parameters, request.timeout
     started = time.perf_counter()
     experiment = experiment or bench.spec.name
     tracker.reap()
@@ -192,41 +200,26 @@ def split_progress(progress: TextIO | Reporter | None) -> tuple[Reporter | None,
     return (progress, None) if isinstance(progress, Reporter) else (None, progress)
 
 
-def run_sweep(  # long: the sweep's keyword options, as the CLI, the demo and the benchmarks pass them
-    path: str | Path,
+def run_sweep(
+    request: SweepRequest,
     *,
-    workers: int | None = None,
-    release: bool = False,
     tracker: Tracker,
-    experiment: str | None = None,
-    notebook: str | Path | None = None,
-    notebook_parameters: dict[str, Any] | None = None,
-    timeout: int | None = None,
     progress: TextIO | Reporter | None = None,
     on_parent: Callable[[str], None] | None = None,
     executor: SweepExecutor | None = None,
 ) -> SweepOutcome:
-    """Validate a sweep, then run its members ``workers`` at a time under a parent run, on
+    """Validate a sweep, then run its members ``request.workers`` at a time under a parent run, on
     ``executor`` (default: a :class:`~rageval.workflows.executors.LocalExecutor`, threads of this
     process; a :class:`~rageval.workflows.cluster.DaskExecutor` runs them on a Dask cluster).
     Returns once every member has ended, failed or not; :meth:`SweepOutcome.check` raises for
     failures. ``progress``: a stream for the sweep's count lines (default stderr), or a
-    :class:`~rageval.progress.Reporter` that gets every member's steps too (labelled by member)."""
+    :class:`~rageval.progress.Reporter` that gets every member's steps too (labelled by member);
+    ``on_parent``: called with the parent run's ID once it exists."""
     executor = executor if executor is not None else LocalExecutor()
-    sweep, nb, bench = check_sweep(path, release=release, notebook=notebook, notebook_parameters=notebook_parameters)
-    slots, params = executor.open(sweep, nb, workers)
+    sweep, notebook, bench = check_sweep(request)
+    slots, params = executor.open(sweep, notebook, request.workers)
     try:
-        run = start_sweep(
-            sweep,
-            nb,
-            bench,
-            workers=slots,
-            tracker=tracker,
-            experiment=experiment,
-            notebook_parameters=notebook_parameters,
-            timeout=timeout,
-            params=params,
-        )
+        run = start_sweep(request, sweep, notebook, bench, workers=slots, tracker=tracker, params=params)
         if on_parent is not None:
             on_parent(run.parent)
         reporter, stream = split_progress(progress)
