@@ -161,7 +161,7 @@ def redacted(form: str) -> Callable[[], str]:
 
 def environment_entry(damage: Callable[[Path, str], None]) -> Callable[[], str]:
     def run() -> str:
-        from rageval.tracking.records import environment
+        from rageval.tracking.environment import environment
 
         with tempfile.TemporaryDirectory() as tmp:
             old = os.environ.get("RAGEVAL_CACHE")
@@ -232,7 +232,7 @@ def concurrent_cache_builds() -> str:
 
 
 def concurrent_environment() -> str:
-    from rageval.tracking.records import environment
+    from rageval.tracking.environment import environment
 
     with tempfile.TemporaryDirectory() as tmp:
         old = os.environ.get("RAGEVAL_CACHE")
