@@ -22,6 +22,7 @@ from rageval.evaluation import (
     NO_RELEVANT_POLICIES,
     RULES,
     TIE_POLICIES,
+    ContractOptions,
     DuplicatePolicy,
     Gain,
     MissingPolicy,
@@ -53,7 +54,9 @@ def frame(rows, query="q"):
 
 
 def value(run, qrels, measure, **options):
-    return evaluate(run, {"q": qrels} if "q" not in qrels else qrels, [measure], **options).per_query.loc["q", measure]
+    return evaluate(
+        run, {"q": qrels} if "q" not in qrels else qrels, [measure], ContractOptions(**options)
+    ).per_query.loc["q", measure]
 
 
 # --------------------------------------------------------------------------- the contract itself
@@ -97,7 +100,9 @@ def test_docs_page_names_the_version_digest_every_rule_and_every_choice():
 
 
 def test_an_evaluation_records_its_contract_and_options():
-    evaluation = evaluate(frame([("a", 1.0)]), {"q": {"a": 1}}, ["RR"], relevance=1, gain="exp", depth=5)
+    evaluation = evaluate(
+        frame([("a", 1.0)]), {"q": {"a": 1}}, ["RR"], ContractOptions(relevance=1, gain="exp", depth=5)
+    )
     record = evaluation.contract
     assert record["version"] == CONTRACT and record["digest"] == CONTRACT_DIGEST and record["rules"] == RULES
     assert record["options"] == {
@@ -151,7 +156,7 @@ def test_ties_follow_the_policy():
 def test_tie_rate_counts_equal_adjacent_scores_within_the_depth():
     # Pairs (a,d) (d,b) (b,c) (c,e): two are equal. In the first 3: (a,d) (d,b), one equal. In the first 2: none.
     for depth, rate in [(10, 2 / 4), (3, 1 / 2), (2, 0.0)]:
-        evaluation = evaluate(TIED, {"q": {"b": 1}}, ["RR"], depth=depth)
+        evaluation = evaluate(TIED, {"q": {"b": 1}}, ["RR"], ContractOptions(depth=depth))
         assert evaluation.diagnostics.loc["q", f"tie_rate@{depth}"] == rate
     single = evaluate(frame([("a", 1.0)]), {"q": {"a": 1}}, ["RR"])
     assert math.isnan(single.diagnostics.loc["q", "tie_rate@10"])  # no pair, no rate
@@ -170,12 +175,12 @@ def test_duplicates_first_occurrence_counts_later_ones_dropped_and_counted():
     )
     assert evaluation.duplicates == 1 and evaluation.diagnostics.loc["q", "duplicates"] == 1
     with pytest.raises(EvaluationError, match=r"1 repeated document.*q/x"):
-        evaluate(REPEATED, {"q": {"a": 1}}, ["RR"], duplicates="error")
+        evaluate(REPEATED, {"q": {"a": 1}}, ["RR"], ContractOptions(duplicates="error"))
 
 
 def test_the_same_id_in_two_queries_is_no_duplicate():
     run = pd.concat([frame([("x", 1.0)]), frame([("x", 1.0)], query="r")])
-    assert evaluate(run, {"q": {"x": 1}, "r": {"x": 1}}, ["RR"], duplicates="error").duplicates == 0
+    assert evaluate(run, {"q": {"x": 1}, "r": {"x": 1}}, ["RR"], ContractOptions(duplicates="error")).duplicates == 0
 
 
 def test_hash_collisions_fall_back_to_exact_ids(monkeypatch):
@@ -222,7 +227,7 @@ def test_fewer_than_k_results_p_divides_by_k():
 
 def test_unjudged_items_count_as_not_relevant_and_judged_at_k_shows_them():
     run = frame([("u1", 4.0), ("a", 3.0), ("u2", 2.0), ("b", 1.0)])
-    evaluation = evaluate(run, {"q": {"a": 1, "b": 0, "c": 2}}, ["R@4", "P@4", "Judged@4"], depth=4)
+    evaluation = evaluate(run, {"q": {"a": 1, "b": 0, "c": 2}}, ["R@4", "P@4", "Judged@4"], ContractOptions(depth=4))
     assert evaluation.per_query.loc["q"].to_dict() == {"R@4": 1 / 2, "P@4": 1 / 4, "Judged@4": 2 / 4}
     assert evaluation.diagnostics.loc["q"].to_dict() == {
         "Judged@4": 0.5,
@@ -237,7 +242,7 @@ def test_query_without_relevant_item_at_the_threshold_is_skipped():
     run = pd.concat([frame([("a", 1.0)]), frame([("a", 1.0)], query="r")])
     qrels = {"q": {"a": 2}, "r": {"a": 1}}
     assert evaluate(run, qrels, ["RR"]).skipped == ()
-    strict = evaluate(run, qrels, ["RR"], relevance=2)
+    strict = evaluate(run, qrels, ["RR"], ContractOptions(relevance=2))
     assert strict.skipped == ("r",) and list(strict.per_query.index) == ["q"]
 
 
@@ -248,17 +253,19 @@ def test_no_relevant_score_is_trec_evals_rule_judged_queries_count_unjudged_ones
     measures = ["RR", "P@2", "R@2", "AP", "Rprec", "nDCG@2", "Judged@2"]
     contract = evaluate(run, qrels, measures)
     assert list(contract.per_query.index) == ["r"] and contract.skipped == ("q", "s", "u") and contract.missing == ()
-    scored = evaluate(run, qrels, measures, no_relevant="score")
+    scored = evaluate(run, qrels, measures, ContractOptions(no_relevant="score"))
     assert list(scored.per_query.index) == ["q", "r", "s"] and scored.skipped == ("u",) and scored.missing == ("s",)
     assert scored.per_query.loc["q"].to_dict() == {m: 0.0 for m in measures[:-1]} | {"Judged@2": 1.0}
     assert scored.per_query.loc["s"].to_dict() == {m: 0.0 for m in measures}  # missing="zero": trec_eval -c
     assert scored.aggregates["RR"] == 1 / 3 and contract.aggregates["RR"] == 1.0
     assert scored.contract["options"]["no_relevant"] == "score"
     # Absent and missing="skip" (trec_eval without -c): no value, listed as missing.
-    plain = evaluate(run, qrels, ["RR"], no_relevant="score", missing="skip")
+    plain = evaluate(run, qrels, ["RR"], ContractOptions(no_relevant="score", missing="skip"))
     assert list(plain.per_query.index) == ["q", "r"] and plain.missing == ("s",)
     # nDCG's gains ignore the threshold under score too: a grade-1 item still gains at relevance=2.
-    graded = evaluate(frame([("a", 1.0)]), {"q": {"a": 1}}, ["nDCG@1", "P@1"], relevance=2, no_relevant="score")
+    graded = evaluate(
+        frame([("a", 1.0)]), {"q": {"a": 1}}, ["nDCG@1", "P@1"], ContractOptions(relevance=2, no_relevant="score")
+    )
     assert graded.per_query.loc["q"].to_dict() == {"nDCG@1": 1.0, "P@1": 0.0}
 
 
@@ -268,7 +275,9 @@ def test_no_relevant_score_is_trec_evals_rule_judged_queries_count_unjudged_ones
 def test_relevance_threshold_applies_to_binary_measures_not_to_ndcg_gains():
     qrels = {"q": {"a": 1, "b": 2}}
     loose = evaluate(SHORT, qrels, ["RR", "P@2", "R@2", "AP", "nDCG@2"]).per_query.loc["q"]
-    strict = evaluate(SHORT, qrels, ["RR", "P@2", "R@2", "AP", "nDCG@2"], relevance=2).per_query.loc["q"]
+    strict = evaluate(SHORT, qrels, ["RR", "P@2", "R@2", "AP", "nDCG@2"], ContractOptions(relevance=2)).per_query.loc[
+        "q"
+    ]
     ndcg = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
     assert loose.to_dict() == pytest.approx({"RR": 1.0, "P@2": 1.0, "R@2": 1.0, "AP": 1.0, "nDCG@2": ndcg})
     assert strict.to_dict() == pytest.approx({"RR": 1 / 2, "P@2": 1 / 2, "R@2": 1.0, "AP": 1 / 2, "nDCG@2": ndcg})
@@ -295,7 +304,7 @@ def test_rprec_and_ap_by_hand():
 
 def test_input_order_follows_the_rank_column_and_ids_need_not_be_strings():
     run = pd.DataFrame({"query_id": [7, 7], "doc_id": [1, 2], "score": [0.0, 0.0], "rank": [2, 1]})
-    assert evaluate(run, {"7": {"1": 1}}, ["RR"], ties="input-order").per_query.loc["7", "RR"] == 1 / 2
+    assert evaluate(run, {"7": {"1": 1}}, ["RR"], ContractOptions(ties="input-order")).per_query.loc["7", "RR"] == 1 / 2
 
 
 def test_interleaved_queries_are_grouped():
@@ -315,12 +324,20 @@ def test_interleaved_queries_are_grouped():
         ({"no_relevant": "zero"}, "valid choices are skip, score"),
         ({"relevance": 0}, "integer grade >= 1"),
         ({"depth": 0}, "positive integer"),
-        ({"provider": "ranx"}, "valid choices are auto, ir_measures"),
     ],
 )
 def test_bad_options_name_the_valid_choices(options, message):
     with pytest.raises(EvaluationError, match=message):
-        evaluate(SHORT, {"q": {"a": 1}}, ["RR"], **options)
+        evaluate(SHORT, {"q": {"a": 1}}, ["RR"], ContractOptions(**options))
+
+
+def test_a_bad_provider_and_options_not_given_as_contract_options_are_refused_with_the_fix():
+    with pytest.raises(EvaluationError, match="valid choices are auto, ir_measures"):
+        evaluate(SHORT, {"q": {"a": 1}}, ["RR"], provider="ranx")
+    with pytest.raises(
+        EvaluationError, match=r"options must be a rageval.ContractOptions, got dict.*ContractOptions\(ties="
+    ):
+        evaluate(SHORT, {"q": {"a": 1}}, ["RR"], {"ties": "docid-desc"})
 
 
 def test_missing_scores_or_columns_are_errors_with_the_fix():

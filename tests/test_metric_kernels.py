@@ -35,7 +35,7 @@ from test_ordering_fastpaths import (  # noqa: F401
 )
 
 from rageval.errors import EvaluationError
-from rageval.evaluation import evaluate, kernels
+from rageval.evaluation import ContractOptions, evaluate, kernels
 from rageval.evaluation.ids import hash_strings
 
 MEASURES = ["nDCG@10", "nDCG", "R@5", "R@100", "RR", "Success@3", "P@5", "AP", "Rprec", "Judged@10"]
@@ -67,9 +67,9 @@ def scan_status(run: pd.DataFrame, ordered: bool = True) -> int:
 
 def assert_same(run: pd.DataFrame, qrels: dict, **options) -> None:
     """The compiled path's values and diagnostics are the numpy path's and ir-measures'."""
-    compiled_ = evaluate(run, qrels, MEASURES, **options)
-    numpy_ = numpy_path(run, qrels, MEASURES, **options)
-    reference = evaluate(run, qrels, MEASURES, provider="ir_measures", **options)
+    compiled_ = evaluate(run, qrels, MEASURES, ContractOptions(**options))
+    numpy_ = numpy_path(run, qrels, MEASURES, ContractOptions(**options))
+    reference = evaluate(run, qrels, MEASURES, ContractOptions(**options), provider="ir_measures")
     pd.testing.assert_frame_equal(compiled_.per_query, numpy_.per_query, check_exact=True)
     pd.testing.assert_frame_equal(compiled_.diagnostics, numpy_.diagnostics, check_exact=True)
     pd.testing.assert_frame_equal(compiled_.per_query, reference.per_query, rtol=0, atol=1e-9)
@@ -127,7 +127,7 @@ def test_repeats_are_found_and_the_first_occurrence_stays():
     assert_same(run, {"a": {"x": 1, "y": 2, "z": 1}, "b": {"w": 1}})
     assert evaluate(run, {"a": {"x": 1}}, ["P@5"]).duplicates == 3
     with pytest.raises(EvaluationError, match=r"3 repeated document\(s\).*a/x"):
-        evaluate(run, {"a": {"x": 1}}, ["P@5"], duplicates="error")
+        evaluate(run, {"a": {"x": 1}}, ["P@5"], ContractOptions(duplicates="error"))
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rageval.errors import EvaluationError, MeasureError
-from rageval.evaluation import evaluate, measure_from_key, metric_key, parse_measure, parse_measures
+from rageval.evaluation import ContractOptions, evaluate, measure_from_key, metric_key, parse_measure, parse_measures
 
 
 def frame(rows):
@@ -22,16 +22,16 @@ TIED = frame([("q", "a", 1.0), ("q", "b", 1.0)])  # a tie between a relevant and
 
 def test_ties_are_broken_by_the_chosen_policy_not_by_doc_names():
     qrels = {"q": {"a": 1}}
-    assert evaluate(TIED, qrels, ["RR"], ties="docid-asc").per_query.loc["q", "RR"] == 1.0
-    assert evaluate(TIED, qrels, ["RR"], ties="docid-desc").per_query.loc["q", "RR"] == 0.5
+    assert evaluate(TIED, qrels, ["RR"], ContractOptions(ties="docid-asc")).per_query.loc["q", "RR"] == 1.0
+    assert evaluate(TIED, qrels, ["RR"], ContractOptions(ties="docid-desc")).per_query.loc["q", "RR"] == 0.5
     reordered = frame([("q", "b", 1.0), ("q", "a", 1.0)])
-    assert evaluate(reordered, qrels, ["RR"], ties="input-order").per_query.loc["q", "RR"] == 0.5
+    assert evaluate(reordered, qrels, ["RR"], ContractOptions(ties="input-order")).per_query.loc["q", "RR"] == 0.5
     assert evaluate(TIED, qrels, ["RR"]).policy["ties"] == "docid-asc"
 
 
 def test_input_order_follows_a_rank_column():
     run = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "score": [0.0, 0.0], "rank": [2, 1]})
-    assert evaluate(run, {"q": {"a": 1}}, ["RR"], ties="input-order").per_query.loc["q", "RR"] == 0.5
+    assert evaluate(run, {"q": {"a": 1}}, ["RR"], ContractOptions(ties="input-order")).per_query.loc["q", "RR"] == 0.5
 
 
 def test_duplicate_documents_keep_their_first_occurrence_by_default_or_are_an_error():
@@ -41,7 +41,7 @@ def test_duplicate_documents_keep_their_first_occurrence_by_default_or_are_an_er
     assert kept.per_query.loc["q", "P@3"] == pytest.approx(1 / 3)
     assert kept.duplicates == 1 and kept.policy["duplicates"] == "keep-first"
     with pytest.raises(EvaluationError, match="q/x"):
-        evaluate(run, {"q": {"a": 1}}, ["RR"], duplicates="error")
+        evaluate(run, {"q": {"a": 1}}, ["RR"], ContractOptions(duplicates="error"))
 
 
 def test_query_without_relevant_item_yields_no_value_and_is_counted():
@@ -56,9 +56,9 @@ def test_query_without_relevant_item_yields_no_value_and_is_counted():
 def test_judged_query_absent_from_run_scores_zero_or_is_left_out():
     run = frame([("q1", "a", 1.0)])
     qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
-    zero = evaluate(run, qrels, ["RR"], missing="zero")
+    zero = evaluate(run, qrels, ["RR"], ContractOptions(missing="zero"))
     assert zero.per_query["RR"].to_dict() == {"q1": 1.0, "q2": 0.0} and zero.missing == ("q2",)
-    skip = evaluate(run, qrels, ["RR"], missing="skip")
+    skip = evaluate(run, qrels, ["RR"], ContractOptions(missing="skip"))
     assert skip.per_query["RR"].to_dict() == {"q1": 1.0} and skip.missing == ("q2",)
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rageval.evaluation import evaluate
+from rageval.evaluation import ContractOptions, evaluate
 
 QUERIES = [f"q{i}" for i in range(5)]
 DOCS = [f"d{i}" for i in range(12)]
@@ -59,7 +59,7 @@ def as_frame(run: dict, order=None) -> pd.DataFrame:
 @SETTINGS
 @given(rankings, qrels_strategy, options)
 def test_every_measure_stays_in_the_unit_interval(run, qrels, chosen):
-    evaluation = evaluate(as_frame(run), qrels, MEASURES, **chosen)
+    evaluation = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(**chosen))
     values = evaluation.per_query.to_numpy()
     assert ((values >= 0) & (values <= 1)).all()
     judged = evaluation.diagnostics.drop(columns=["unjudged@10", "duplicates"]).to_numpy()
@@ -69,10 +69,10 @@ def test_every_measure_stays_in_the_unit_interval(run, qrels, chosen):
 @SETTINGS
 @given(rankings, qrels_strategy, options, st.randoms(use_true_random=False))
 def test_row_and_query_order_change_nothing(run, qrels, chosen, rnd):
-    first = evaluate(as_frame(run), qrels, MEASURES, **chosen)
+    first = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(**chosen))
     rows = as_frame(run)
     shuffled = rows.iloc[rnd.sample(range(len(rows)), len(rows))].reset_index(drop=True)
-    second = evaluate(shuffled, qrels, MEASURES, **chosen)
+    second = evaluate(shuffled, qrels, MEASURES, ContractOptions(**chosen))
     pd.testing.assert_frame_equal(first.per_query, second.per_query)
     pd.testing.assert_frame_equal(first.diagnostics, second.diagnostics)
 
@@ -80,7 +80,7 @@ def test_row_and_query_order_change_nothing(run, qrels, chosen, rnd):
 @SETTINGS
 @given(rankings, qrels_strategy, options, st.integers(1, 4))
 def test_appending_irrelevant_results_after_rank_k_changes_no_at_k_measure(run, qrels, chosen, extra):
-    before = evaluate(as_frame(run), qrels, MEASURES, **chosen)
+    before = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(**chosen))
     # Below every score, so after rank K: unjudged documents, and judged ones graded 0 or less.
     longer = {q: dict(docs) for q, docs in run.items()}
     for q, docs in longer.items():
@@ -89,7 +89,7 @@ def test_appending_irrelevant_results_after_rank_k_changes_no_at_k_measure(run, 
         for d, g in qrels.get(q, {}).items():
             if g < chosen["relevance"] and g <= 0 and d not in docs:
                 docs[d] = -10.0
-    after = evaluate(as_frame(longer), qrels, MEASURES, **chosen)
+    after = evaluate(as_frame(longer), qrels, MEASURES, ContractOptions(**chosen))
     pd.testing.assert_frame_equal(before.per_query[AT_K], after.per_query[AT_K])
     # Nothing relevant was added, so the measures without a cutoff stay too.
     pd.testing.assert_frame_equal(before.per_query[["RR", "AP", "Rprec"]], after.per_query[["RR", "AP", "Rprec"]])
@@ -105,7 +105,10 @@ def test_a_perfect_ranking_has_ndcg_one(qrels, gain, k, pad):
         rows += [(q, d, float(100 - rank)) for rank, (d, _) in enumerate(ordered)]
         rows += [(q, f"pad{i}", float(-i)) for i in range(3 if pad else 0)]
     evaluation = evaluate(
-        pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]), qrels, [f"nDCG@{k}", "nDCG"], gain=gain
+        pd.DataFrame(rows, columns=["query_id", "doc_id", "score"]),
+        qrels,
+        [f"nDCG@{k}", "nDCG"],
+        ContractOptions(gain=gain),
     )
     assert np.allclose(evaluation.per_query.to_numpy(), 1.0, rtol=0, atol=1e-12)
 
@@ -128,32 +131,32 @@ def test_tie_policies_make_results_independent_of_doc_id_naming(run, qrels, perm
       scores. A renaming that keeps their order changes nothing; one that reverses it turns
       docid-asc into docid-desc exactly; any renaming changes nothing on a run without ties.
     """
-    base = evaluate(as_frame(run), qrels, MEASURES, ties=ties)
+    base = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(ties=ties))
     # Any renaming, input-order: nothing changes.
     shuffled = dict(zip(DOCS, permutation, strict=True))
     renamed_run, renamed_qrels = rename(run, qrels, shuffled)
     pd.testing.assert_frame_equal(
-        evaluate(as_frame(run), qrels, MEASURES, ties="input-order").per_query,
-        evaluate(as_frame(renamed_run), renamed_qrels, MEASURES, ties="input-order").per_query,
+        evaluate(as_frame(run), qrels, MEASURES, ContractOptions(ties="input-order")).per_query,
+        evaluate(as_frame(renamed_run), renamed_qrels, MEASURES, ContractOptions(ties="input-order")).per_query,
     )
     # An order-preserving renaming (the i-th name in byte order → m00i): nothing changes.
     by_name = sorted(DOCS)
     kept_run, kept_qrels = rename(run, qrels, {d: f"m{i:03d}" for i, d in enumerate(by_name)})
     pd.testing.assert_frame_equal(
-        base.per_query, evaluate(as_frame(kept_run), kept_qrels, MEASURES, ties=ties).per_query
+        base.per_query, evaluate(as_frame(kept_run), kept_qrels, MEASURES, ContractOptions(ties=ties)).per_query
     )
     # An order-reversing renaming: docid-asc becomes docid-desc.
     flipped_run, flipped_qrels = rename(run, qrels, {d: f"m{99 - i:03d}" for i, d in enumerate(by_name)})
     other = "docid-desc" if ties == "docid-asc" else "docid-asc"
     pd.testing.assert_frame_equal(
-        base.per_query, evaluate(as_frame(flipped_run), flipped_qrels, MEASURES, ties=other).per_query
+        base.per_query, evaluate(as_frame(flipped_run), flipped_qrels, MEASURES, ContractOptions(ties=other)).per_query
     )
     # Without ties, any renaming changes nothing.
     untied = {q: {d: float(i) for i, d in enumerate(docs)} for q, docs in run.items()}
     untied_renamed, _ = rename(untied, qrels, shuffled)
     pd.testing.assert_frame_equal(
-        evaluate(as_frame(untied), qrels, MEASURES, ties=ties).per_query,
-        evaluate(as_frame(untied_renamed), renamed_qrels, MEASURES, ties=ties).per_query,
+        evaluate(as_frame(untied), qrels, MEASURES, ContractOptions(ties=ties)).per_query,
+        evaluate(as_frame(untied_renamed), renamed_qrels, MEASURES, ContractOptions(ties=ties)).per_query,
     )
 
 
@@ -172,8 +175,8 @@ def test_repeated_ids_after_their_first_occurrence_change_nothing_but_the_count(
 @given(rankings, qrels_strategy, options, st.sampled_from(["zero", "skip"]), st.sampled_from(["skip", "score"]))
 def test_native_values_equal_ir_measures_pytrec_eval(run, qrels, chosen, missing, no_relevant):
     both = {"missing": missing, "no_relevant": no_relevant, **chosen}
-    native = evaluate(as_frame(run), qrels, MEASURES, **both)
-    reference = evaluate(as_frame(run), qrels, MEASURES, provider="ir_measures", **both)
+    native = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(**both))
+    reference = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(**both), provider="ir_measures")
     assert set(native.providers.values()) == {"rageval"}
     pd.testing.assert_frame_equal(native.per_query, reference.per_query, rtol=0, atol=1e-9)
     assert native.skipped == reference.skipped and native.missing == reference.missing
@@ -182,8 +185,8 @@ def test_native_values_equal_ir_measures_pytrec_eval(run, qrels, chosen, missing
 @SETTINGS
 @given(rankings, qrels_strategy, options, st.sampled_from(["zero", "skip"]))
 def test_scoring_queries_without_relevant_items_only_adds_those_queries(run, qrels, chosen, missing):
-    skip = evaluate(as_frame(run), qrels, MEASURES, missing=missing, no_relevant="skip", **chosen)
-    score = evaluate(as_frame(run), qrels, MEASURES, missing=missing, no_relevant="score", **chosen)
+    skip = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(missing=missing, no_relevant="skip", **chosen))
+    score = evaluate(as_frame(run), qrels, MEASURES, ContractOptions(missing=missing, no_relevant="score", **chosen))
     added = score.per_query.index.difference(skip.per_query.index)
     assert skip.per_query.index.isin(score.per_query.index).all()
     kept = score.per_query.loc[skip.per_query.index]
@@ -203,7 +206,7 @@ def test_scoring_queries_without_relevant_items_only_adds_those_queries(run, qre
 @pytest.mark.parametrize("policy", ["docid-asc", "docid-desc", "input-order"])
 def test_query_without_results_and_empty_run_still_give_one_type(policy):
     empty = pd.DataFrame({"query_id": [], "doc_id": [], "score": []})
-    evaluation = evaluate(empty, {"q": {"a": 1}, "r": {}}, MEASURES, ties=policy)
+    evaluation = evaluate(empty, {"q": {"a": 1}, "r": {}}, MEASURES, ContractOptions(ties=policy))
     assert evaluation.missing == ("q",) and evaluation.skipped == ("r",)
     assert (evaluation.per_query.loc["q"] == 0).all() and evaluation.diagnostics.loc["q", "Judged@10"] == 0
 
@@ -256,7 +259,7 @@ def test_grouped_and_shuffled_rows_give_identical_values(ties, uniform):
     grouped = run.sort_values(["query_id", "score"], ascending=[True, False], kind="stable").reset_index(drop=True)
     shuffled = run.sample(frac=1.0, random_state=3).reset_index(drop=True)
     measures = ["nDCG@10", "nDCG", "R@100", "RR", "Success@10", "P@5", "AP", "Rprec", "Judged@10"]
-    results = [evaluate(frame, qrels, measures, ties=ties) for frame in (grouped, shuffled)]
+    results = [evaluate(frame, qrels, measures, ContractOptions(ties=ties)) for frame in (grouped, shuffled)]
     first, second = results
     assert first.duplicates == second.duplicates == repeated > 0
     pd.testing.assert_frame_equal(first.per_query, second.per_query, check_exact=True)

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from rageval.benchmark.trec import read_qrels, read_run
 from rageval.cli import app
-from rageval.evaluation import evaluate
+from rageval.evaluation import ContractOptions, evaluate
 
 pytestmark = pytest.mark.realdata
 
@@ -68,8 +68,7 @@ def test_binary_suite_per_query_equals_out_test_aq():
         read_run(folder / "results.test"),
         read_qrels(folder / "qrels.test"),
         SHARED_MEASURES,
-        ties="docid-desc",
-        missing="skip",
+        ContractOptions(ties="docid-desc", missing="skip"),
     )
     assert list(evaluation.per_query.index) == ["301", "302", "303"]
     compared = assert_per_query_equal(expected(folder / "out.test.aq"), evaluation, SHARED_MEASURES)
@@ -84,15 +83,16 @@ def test_relevance_level_two_per_query_equals_out_test_aql():
         read_run(folder / "results.test"),
         read_qrels(folder / "qrels.rel_level"),
         SHARED_MEASURES,
-        ties="docid-desc",
-        missing="skip",
-        relevance=2,
+        ContractOptions(ties="docid-desc", missing="skip", relevance=2),
     )
     assert list(evaluation.per_query.index) == ["301", "302", "303"]
     assert assert_per_query_equal(golden, evaluation, SHARED_MEASURES) == 90
     # The threshold is what made these differ from the grade >= 1 values.
     loose = evaluate(
-        read_run(folder / "results.test"), read_qrels(folder / "qrels.rel_level"), ["RR"], ties="docid-desc"
+        read_run(folder / "results.test"),
+        read_qrels(folder / "qrels.rel_level"),
+        ["RR"],
+        ContractOptions(ties="docid-desc"),
     )
     assert loose.per_query.loc["301", "RR"] == pytest.approx(1 / 6)
     assert evaluation.per_query.loc["301", "RR"] == pytest.approx(1 / 307)
@@ -105,8 +105,7 @@ def test_truncated_run_with_complete_flag_per_query_equals_out_test_aqc():
         read_run(folder / "results.trunc"),
         read_qrels(folder / "qrels.test"),
         SHARED_MEASURES,
-        ties="docid-desc",
-        missing="zero",
+        ContractOptions(ties="docid-desc", missing="zero"),
     )
     assert evaluation.missing == ("302",) and list(evaluation.per_query.index) == ["301", "302", "303"]
     assert assert_per_query_equal(expected(folder / "out.test.aqc"), evaluation, SHARED_MEASURES) == 90
@@ -125,7 +124,9 @@ def test_graded_suite_means_equal_out_comment_test_with_the_all_zero_query():
     run, qrels, folder = graded_suite()
     golden = expected(folder / "out.comment.test")
     assert [q for q, judged in qrels.items() if max(judged.values()) < 1] == [ALL_ZERO]
-    evaluation = evaluate(run, qrels, GRADED_MEANS, ties="docid-desc", missing="skip", no_relevant="score")
+    evaluation = evaluate(
+        run, qrels, GRADED_MEANS, ContractOptions(ties="docid-desc", missing="skip", no_relevant="score")
+    )
     assert evaluation.providers["Bpref"] == "ir_measures:pytrec_eval" and evaluation.providers["RR"] == "rageval"
     assert str(evaluation.evaluated) == golden[("num_q", "all")] == "31"
     assert ALL_ZERO in evaluation.per_query.index and (evaluation.per_query.loc[ALL_ZERO] == 0).all()
@@ -136,7 +137,9 @@ def test_graded_suite_means_equal_out_comment_test_with_the_all_zero_query():
 def test_graded_suite_under_the_contracts_skip_rule_leaves_the_all_zero_query_out():
     run, qrels, folder = graded_suite()
     golden = expected(folder / "out.comment.test")
-    evaluation = evaluate(run, qrels, GRADED_MEANS, ties="docid-desc", missing="skip", no_relevant="skip")
+    evaluation = evaluate(
+        run, qrels, GRADED_MEANS, ContractOptions(ties="docid-desc", missing="skip", no_relevant="skip")
+    )
     assert evaluation.evaluated == 30 and ALL_ZERO in evaluation.skipped
     assert f"{evaluation.aggregates['AP']:.4f}" == "0.2779" != golden[("map", "all")] == "0.2689"
     for measure in GRADED_MEANS:  # the same values, one query fewer: trec_eval's sum over its 31 queries
@@ -172,7 +175,10 @@ def test_graded_suite_per_query_equals_trec_eval_code_queries_without_relevant_i
     run, qrels, _ = graded_suite()
     reference = trec_eval_per_query(run, qrels, relevance)
     evaluation = evaluate(
-        run, qrels, list(TREC_CODE), ties="docid-desc", missing="skip", no_relevant="score", relevance=relevance
+        run,
+        qrels,
+        list(TREC_CODE),
+        ContractOptions(ties="docid-desc", missing="skip", no_relevant="score", relevance=relevance),
     )
     assert list(evaluation.per_query.index) == sorted(reference) and len(reference) == 31
     # At -l3 eleven queries have nothing relevant: trec_eval scores every one (nDCG still gains from grades 1-2).
@@ -228,8 +234,8 @@ def test_graded_suite_per_query_equals_trec_eval_code(relevance, gain):
     folder = shared("trec_eval")
     run, qrels = read_run(folder / "results.comment.test"), read_qrels(folder / "qrels.comment.test")
     measures = [*SHARED_MEASURES, "RR@10", "AP@100", "nDCG", "Success@1", "Judged@10", "R(rel=3)@100"]
-    native = evaluate(run, qrels, measures, relevance=relevance, gain=gain)
-    reference = evaluate(run, qrels, measures, relevance=relevance, gain=gain, provider="ir_measures")
+    native = evaluate(run, qrels, measures, ContractOptions(relevance=relevance, gain=gain))
+    reference = evaluate(run, qrels, measures, ContractOptions(relevance=relevance, gain=gain), provider="ir_measures")
     assert set(native.providers.values()) == {"rageval"}
     assert not set(reference.providers.values()) & {"rageval"}
     assert native.evaluated == reference.evaluated >= 20
@@ -241,6 +247,6 @@ def test_graded_suite_per_query_equals_trec_eval_code(relevance, gain):
 def test_aliases_compute_the_same_values(alias, canonical):
     folder = shared("trec_eval")
     run, qrels = read_run(folder / "results.test"), read_qrels(folder / "qrels.test")
-    a = evaluate(run, qrels, [alias], ties="docid-desc").per_query[alias]
-    b = evaluate(run, qrels, [canonical], ties="docid-desc").per_query[canonical]
+    a = evaluate(run, qrels, [alias], ContractOptions(ties="docid-desc")).per_query[alias]
+    b = evaluate(run, qrels, [canonical], ContractOptions(ties="docid-desc")).per_query[canonical]
     assert a.tolist() == b.tolist()

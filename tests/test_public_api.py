@@ -43,6 +43,7 @@ EXPECTED = {
     # the metric contract, the unanswerable contract and the chunk → parent roll-up
     "CONTRACT",
     "CONTRACT_DIGEST",
+    "ContractOptions",
     "Abstention",
     "abstention",
     # the field's input shapes (ir-measures, ranx, PyTerrier) for evaluate()

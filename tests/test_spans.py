@@ -15,7 +15,7 @@ from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.schema import ChunkingConfig
 from rageval.config.load import load_config
 from rageval.errors import EvaluationError
-from rageval.evaluation import evaluate
+from rageval.evaluation import ContractOptions, evaluate
 from rageval.evaluation.spans import evidence_from_rows, graded_ranking
 from rageval.experiment.run import level_run, run_experiment
 from rageval.retrieval.schema import RunFileConfig
@@ -125,9 +125,9 @@ def test_whole_documents_graded_on_spans_equal_id_matching_on_trec_evals_suite()
     run = read_run(folder / "results.test")[["query_id", "doc_id", "score"]]
     lengths = {d: 100 for d in set(run["doc_id"]) | {d for j in qrels.values() for d in j}}
     options = {"ties": "docid-desc", "no_relevant": "score"}
-    by_id = evaluate(run, qrels, MEASURES, **options).per_query
+    by_id = evaluate(run, qrels, MEASURES, ContractOptions(**options)).per_query
     by_span = evaluate(
-        _whole_documents(run, lengths), _document_evidence(qrels, lengths), MEASURES, **options
+        _whole_documents(run, lengths), _document_evidence(qrels, lengths), MEASURES, ContractOptions(**options)
     ).per_query
     pd.testing.assert_frame_equal(by_id, by_span)
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rageval.benchmark.chunking import parent_of
 from rageval.config.schema import RunConfig
-from rageval.evaluation import evaluate, order_ranking
+from rageval.evaluation import ContractOptions, evaluate, order_ranking
 from rageval.evaluation.spans import Evidence, graded_ranking
 from rageval.experiment.run import level_run
 from rageval.safety import strip_control
@@ -78,8 +78,7 @@ def recall_curve(
         ranking[ranking["query_id"].isin(names)],
         judged,
         [f"R@{k}" for k in ks],
-        ties="input-order",
-        relevance=relevance,
+        ContractOptions(ties="input-order", relevance=relevance),
     )
     return pd.Series(evaluation.aggregates.to_numpy(), index=index, name="recall")
 

@@ -55,7 +55,7 @@ def metrics(  # long: a typer command: its options are its parameters, typer's o
     """Evaluate a TREC run against TREC qrels; prints 'measure<TAB>query<TAB>value' lines."""
     from rageval.benchmark.lookalike import near_misses
     from rageval.benchmark.trec import read_qrels_and_run
-    from rageval.evaluation import evaluate
+    from rageval.evaluation import ContractOptions, evaluate
 
     if output not in ("trec", "json"):
         raise typer.BadParameter("choose trec or json", param_hint="--format")
@@ -68,12 +68,14 @@ def metrics(  # long: a typer command: its options are its parameters, typer's o
         frame,
         judged,
         measure,
-        ties=ties.value,
-        duplicates=duplicates.value,
-        missing="zero" if complete else "skip",
-        no_relevant=no_relevant.value,
-        relevance=relevance,
-        gain=gain.value,
+        ContractOptions(
+            ties=ties.value,
+            duplicates=duplicates.value,
+            missing="zero" if complete else "skip",
+            no_relevant=no_relevant.value,
+            relevance=relevance,
+            gain=gain.value,
+        ),
     )
     # IDs are compared as written; say so where unmatched IDs would match once normalised.
     retrieved = {q: group.tolist() for q, group in frame.groupby("query_id", sort=False)["doc_id"]}

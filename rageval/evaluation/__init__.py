@@ -37,6 +37,7 @@ _EXPORTS = {
     "metric_key": "rageval.evaluation.measures",
     "parse_measure": "rageval.evaluation.measures",
     "parse_measures": "rageval.evaluation.measures",
+    "ContractOptions": "rageval.evaluation.metrics",
     "Evaluation": "rageval.evaluation.metrics",
     "Provider": "rageval.evaluation.metrics",
     "evaluate": "rageval.evaluation.metrics",
@@ -57,6 +58,7 @@ __all__ = [
     "Abstention",
     "CONTRACT",
     "CONTRACT_DIGEST",
+    "ContractOptions",
     "DEFAULT_DEPTH",
     "DUPLICATE_POLICIES",
     "DuplicatePolicy",
@@ -125,7 +127,7 @@ if TYPE_CHECKING:
         parse_measure,
         parse_measures,
     )
-    from rageval.evaluation.metrics import Evaluation, Provider, evaluate
+    from rageval.evaluation.metrics import ContractOptions, Evaluation, Provider, evaluate
     from rageval.evaluation.native import NATIVE
     from rageval.evaluation.ordering import order_ranking
     from rageval.evaluation.rollup import PARENT_LEVEL, PARENT_PREFIX, measure_level, rollup_to_parent

@@ -55,7 +55,7 @@ from rageval.evaluation.ordering import Ranked, rank_run
 from rageval.evaluation.qrels import Graded, Judgments, graded_by_id, locate_judgments
 from rageval.evaluation.spans import Evidence, grade_passages
 
-__all__ = ["PROVIDERS", "Evaluation", "Provider", "evaluate"]
+__all__ = ["PROVIDERS", "ContractOptions", "Evaluation", "Provider", "evaluate"]
 
 Provider = Literal["auto", "ir_measures"]
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
@@ -113,8 +113,13 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
-class Options:
-    """The contract's options of one evaluation, as :func:`evaluate` takes them (recorded with its values)."""
+class ContractOptions:
+    """The metric contract's options of one evaluation (recorded with the run): ``ties`` orders equal
+    scores, ``duplicates`` treats a repeated ID, ``missing`` a judged query absent from the run
+    (``"zero"``: scored 0 and averaged in, trec_eval ``-c``), ``no_relevant`` a judged query with
+    nothing relevant (``"skip"``: no value; ``"score"``: scored and averaged in, as trec_eval does),
+    ``relevance`` the lowest relevant grade for binary measures (trec_eval ``-l``), ``gain`` nDCG's
+    gain, ``depth`` the diagnostics' depth. docs/metric-contract.md states each rule."""
 
     ties: TiePolicy = "docid-asc"
     duplicates: DuplicatePolicy = "keep-first"
@@ -132,14 +137,8 @@ def evaluate(
     run: pd.DataFrame | Any,
     qrels: Mapping[str, Mapping[str, int]] | Evidence | Any,
     measures: Sequence[str | Measure] | Any,
+    options: ContractOptions = ContractOptions(),
     *,
-    ties: TiePolicy = "docid-asc",
-    duplicates: DuplicatePolicy = "keep-first",
-    missing: MissingPolicy = "zero",
-    no_relevant: NoRelevantPolicy = "skip",
-    relevance: int = 1,
-    gain: Gain = "grade",
-    depth: int = DEFAULT_DEPTH,
     provider: Provider = "auto",
 ) -> Evaluation:
     """Evaluate a run (``query_id, doc_id, score`` and optionally ``rank``) against graded qrels.
@@ -149,31 +148,34 @@ def evaluate(
     passage (``document_id, start, end``) and is graded by the spans it covers, whatever its ID
     (the contract's ``passages`` rule; :mod:`rageval.evaluation.spans`).
 
-    ``no_relevant="skip"`` (the contract's default) gives a judged query with nothing relevant no
-    value; ``"score"`` scores it and averages it in, as trec_eval does. ``provider="auto"``
-    computes the measures it can natively and the rest with ir-measures; ``"ir_measures"`` sends
-    every measure there (same values; for cross-checks). Always returns an :class:`Evaluation`;
-    never writes anything.
+    ``options`` are the contract's choices (:class:`ContractOptions`; its defaults are the
+    contract's, e.g. ``ContractOptions(ties="docid-desc", no_relevant="score")`` for trec_eval's).
+    ``provider="auto"`` computes the measures it can natively and the rest with ir-measures;
+    ``"ir_measures"`` sends every measure there (same values; for cross-checks). Always returns an
+    :class:`Evaluation`; never writes anything.
     """
-    options = Options(ties, duplicates, missing, no_relevant, relevance, gain, depth)
     # The field's shapes (ir-measures and ranx runs, qrels and measures; peers' column names) as rageval's.
     run = as_run_frame(run)
     if not isinstance(qrels, Evidence) and not _native_qrels(qrels):
         qrels = as_qrels(qrels)
     parsed = tuple(m if isinstance(m, Measure) else parse_measure(m) for m in as_measures(measures))
     _check_options(options, provider)
-    ranked = rank_run(run, ties, duplicates)
+    ranked = rank_run(run, options.ties, options.duplicates)
     if isinstance(qrels, Evidence):
         judgments, graded = None, grade_passages(ranked, qrels, run)
     else:
         judgments = locate_judgments(qrels, ranked)
         graded = graded_by_id(judgments)
     scope = _scope(ranked, graded, options)
-    ctx = Context(ranked, graded, relevance, gain)
+    ctx = Context(ranked, graded, options.relevance, options.gain)
     columns, providers = _values(parsed, ctx, scope.codes, judgments, provider)
     per_query = pd.DataFrame({m.text: columns[m.text] for m in parsed}, index=pd.Index(scope.evaluated, dtype=object))
-    diagnostics = _diagnostics(ranked, ctx, depth).iloc[scope.codes].set_axis(pd.Index(scope.evaluated, dtype=object))
-    per_query, diagnostics = _with_missing(per_query, diagnostics, scope.absent if missing == "zero" else [], depth)
+    diagnostics = (
+        _diagnostics(ranked, ctx, options.depth).iloc[scope.codes].set_axis(pd.Index(scope.evaluated, dtype=object))
+    )
+    per_query, diagnostics = _with_missing(
+        per_query, diagnostics, scope.absent if options.missing == "zero" else [], options.depth
+    )
     policy = {
         "contract": CONTRACT,
         **{k: str(v) for k, v in options.record().items()},
@@ -202,7 +204,7 @@ class _Scope:
     absent: list[str]
 
 
-def _scope(ranked: Ranked, graded: Graded, options: Options) -> _Scope:
+def _scope(ranked: Ranked, graded: Graded, options: ContractOptions) -> _Scope:
     """The queries that get values: answerable ones, or (trec_eval's rule) every query with a judgment."""
     items = graded.item_query
     judged = items if options.no_relevant == "score" else items[graded.item_grade >= options.relevance]
@@ -270,8 +272,13 @@ def _native_qrels(qrels: object) -> bool:
     )
 
 
-def _check_options(options: Options, provider: str) -> None:
+def _check_options(options: ContractOptions, provider: str) -> None:
     """The options :func:`evaluate` checks itself (the tie and duplicate policies: ordering checks those)."""
+    if not isinstance(options, ContractOptions):
+        raise EvaluationError(
+            f"options must be a rageval.ContractOptions, got {type(options).__name__}: "
+            "write evaluate(run, qrels, measures, ContractOptions(ties=..., ...))"
+        )
     check_choice("missing-query policy", options.missing, MISSING_POLICIES)
     check_choice("no-relevant-query policy", options.no_relevant, NO_RELEVANT_POLICIES)
     check_choice("gain", options.gain, GAINS)

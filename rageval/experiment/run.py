@@ -22,6 +22,7 @@ from rageval.errors import EvaluationError
 from rageval.evaluation import (
     PARENT_LEVEL,
     Abstention,
+    ContractOptions,
     Evaluation,
     abstention,
     evaluate,
@@ -311,11 +312,13 @@ def _measurer(config: RunConfig, level: str, qrels: dict[str, dict[str, int]] | 
             level_run(frame, at),
             judged,
             config.evaluation.measures,
-            ties=config.evaluation.ties,
-            duplicates=config.evaluation.duplicates,
-            relevance=config.evaluation.relevance,
-            gain=config.evaluation.gain,
-            depth=config.evaluation.depth,
+            ContractOptions(
+                ties=config.evaluation.ties,
+                duplicates=config.evaluation.duplicates,
+                relevance=config.evaluation.relevance,
+                gain=config.evaluation.gain,
+                depth=config.evaluation.depth,
+            ),
         )
 
     return measure

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from rageval.benchmark.trec import read_run
-from rageval.evaluation import evaluate
+from rageval.evaluation import ContractOptions, evaluate
 from rageval.evaluation.ids import _SHORT, hash_strings
 
 
@@ -20,7 +20,7 @@ def test_a_five_megabyte_id_costs_linear_time(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(20)}
     started = time.perf_counter()
-    evaluation = evaluate(read_run(path), qrels, ["nDCG@10"], duplicates="error")
+    evaluation = evaluate(read_run(path), qrels, ["nDCG@10"], ContractOptions(duplicates="error"))
     assert time.perf_counter() - started < 5
     assert evaluation.evaluated == 20
 
