@@ -72,7 +72,7 @@ def analyze(
 
 
 @online_app.command("simulate")
-def simulate(
+def simulate(  # long: a typer command: its options are its parameters, typer's only way to declare them
     baseline: Annotated[str, typer.Option(help="sealed evaluation run: the baseline arm's rankings")],
     candidate: Annotated[str, typer.Option(help="sealed evaluation run: the candidate arm's rankings")],
     out: Annotated[Path, typer.Option(help="the log to write (.jsonl)")],

@@ -26,7 +26,7 @@ from rageval.cli.common import (
 
 
 @app.command("run")
-def run(
+def run(  # long: a typer command: its options are its parameters, typer's only way to declare them
     config: Annotated[Path, typer.Argument(help="run configuration, e.g. params/bm25.yaml")],
     benchmark: Annotated[Path | None, typer.Option(help="benchmark folder [default: the config's]")] = None,
     split: Annotated[str | None, typer.Option(help="dev or release [default: the config's]")] = None,
