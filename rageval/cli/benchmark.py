@@ -104,20 +104,22 @@ def import_beir(
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import a BEIR-layout collection."""
+    from rageval.benchmark.beir import BeirImport
     from rageval.benchmark.beir import import_beir as run_import
 
-    _imported(
-        lambda reporter: run_import(
-            source,
-            out,
+    def import_folder(reporter: Reporter) -> Path:
+        request = BeirImport(
+            source=source,
+            out=out,
             name=name,
             version=version,
             splits=parse_pairs(split, "--split"),
             corpus_version=corpus_version,
             grade_map=parse_grade_map(grade_map),
-            reporter=reporter,
         )
-    )
+        return run_import(request, reporter)
+
+    _imported(import_folder)
 
 
 @import_app.command("trec")
