@@ -17,7 +17,7 @@ from pathlib import Path
 import bm25s
 import Stemmer
 
-from rageval.benchmark.beir import import_beir
+from rageval.benchmark.beir import BeirImport, import_beir
 from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import load_config
@@ -48,7 +48,11 @@ def main() -> int:
         sys.exit(f"{args.beir} not found: pass --beir with a BEIR folder (e.g. ../shared/datasets/scifact)")
 
     tmp = Path(tempfile.mkdtemp(prefix="rageval-bench-"))
-    folder = import_beir(args.beir, tmp / "bench", name=args.beir.name, version="bench", splits={args.split: "release"})
+    folder = import_beir(
+        BeirImport(
+            source=args.beir, out=tmp / "bench", name=args.beir.name, version="bench", splits={args.split: "release"}
+        )
+    )
     config = load_config(
         ROOT / "params" / "bm25.yaml",
         ["chunking.method=none", "retrieval.stages.0.candidates=100"],

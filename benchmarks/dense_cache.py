@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rageval.benchmark.beir import import_beir
+from rageval.benchmark.beir import BeirImport, import_beir
 from rageval.benchmark.chunking import chunk_corpus
 from rageval.benchmark.loading import load_benchmark
 from rageval.config.load import load_config
@@ -54,7 +54,13 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="rageval-dense-bench-") as tmp:
         folder = args.benchmark or import_beir(
-            args.beir, Path(tmp) / "bench", name="bench", version="1", splits={"train": "dev", "test": "release"}
+            BeirImport(
+                source=args.beir,
+                out=Path(tmp) / "bench",
+                name="bench",
+                version="1",
+                splits={"train": "dev", "test": "release"},
+            )
         )
         config = load_config(
             ROOT / "params" / "dense.yaml",

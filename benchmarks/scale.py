@@ -152,14 +152,14 @@ def write_beir(folder: Path, size: int, n_queries: int, datasets: Path) -> None:
 
 def prepare(workdir: Path, size: int, n_queries: int, datasets: Path) -> Path:
     """The rageval benchmark folder for ``size`` (built once per workdir)."""
-    from rageval.benchmark.beir import import_beir
+    from rageval.benchmark.beir import BeirImport, import_beir
 
     bench = workdir / f"bench-{size}-{n_queries}"
     if not (bench / "benchmark.yaml").exists():
         beir = workdir / f"beir-{size}-{n_queries}"
         write_beir(beir, size, n_queries, datasets)
         shutil.rmtree(bench, ignore_errors=True)
-        import_beir(beir, bench, name=f"scale-{size}", version="1", splits={"test": "release"})
+        import_beir(BeirImport(source=beir, out=bench, name=f"scale-{size}", version="1", splits={"test": "release"}))
     return bench
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import shared
 
-from rageval.benchmark.beir import import_beir
+from rageval.benchmark.beir import BeirImport, import_beir
 from rageval.benchmark.importers import TrecImport, import_trec, release_split
 from rageval.benchmark.loading import load_benchmark
 from rageval.benchmark.trec import read_qrels, read_qrels_and_run, read_run, read_topics, write_qrels, write_run
@@ -38,7 +38,9 @@ def write_beir(root, qrels_rows, split="test"):
 def test_beir_import_keeps_judged_queries_and_validates(tmp_path):
     source = write_beir(tmp_path / "beir", [("1", "d1", 1), ("2", "d2", 2)])
     benchmark = load_benchmark(
-        import_beir(source, tmp_path / "out", name="toy", version="1", splits={"test": "release"})
+        import_beir(
+            BeirImport(source=source, out=tmp_path / "out", name="toy", version="1", splits={"test": "release"})
+        )
     )
     assert benchmark.spec.relevanceUnit == "document" and benchmark.spec.splits == ["release"]
     assert [c.queryId for c in benchmark.cases] == ["1", "2"]
@@ -49,11 +51,15 @@ def test_beir_import_keeps_judged_queries_and_validates(tmp_path):
 def test_beir_grades_outside_the_rubric_need_an_explicit_map(tmp_path):
     source = write_beir(tmp_path / "beir", [("1", "d1", 4)])
     with pytest.raises(BenchmarkError) as raised:
-        import_beir(source, tmp_path / "out", name="toy", version="1", splits={"test": "dev"})
+        import_beir(BeirImport(source=source, out=tmp_path / "out", name="toy", version="1", splits={"test": "dev"}))
     (problem,) = raised.value.problems
     assert problem.file.endswith("test.tsv") and problem.line == 2 and "--grade-map" in problem.fix
     benchmark = load_benchmark(
-        import_beir(source, tmp_path / "out", name="toy", version="1", splits={"test": "dev"}, grade_map={4: 3})
+        import_beir(
+            BeirImport(
+                source=source, out=tmp_path / "out", name="toy", version="1", splits={"test": "dev"}, grade_map={4: 3}
+            )
+        )
     )
     assert benchmark.qrels("dev") == {"1": {"d1": 3}}
     assert "4→3" in benchmark.spec.description
@@ -61,9 +67,9 @@ def test_beir_grades_outside_the_rubric_need_an_explicit_map(tmp_path):
 
 def test_an_existing_benchmark_version_is_never_overwritten(tmp_path):
     source = write_beir(tmp_path / "beir", [("1", "d1", 1)])
-    import_beir(source, tmp_path / "out", name="toy", version="1", splits={"test": "dev"})
+    import_beir(BeirImport(source=source, out=tmp_path / "out", name="toy", version="1", splits={"test": "dev"}))
     with pytest.raises(BenchmarkError, match="append-only"):
-        import_beir(source, tmp_path / "out", name="toy", version="2", splits={"test": "dev"})
+        import_beir(BeirImport(source=source, out=tmp_path / "out", name="toy", version="2", splits={"test": "dev"}))
 
 
 def test_trec_import_with_sgml_topics_and_stable_release_split(tmp_path):
@@ -128,7 +134,13 @@ def test_bad_trec_lines_are_named(tmp_path):
 def test_scifact_imports_with_its_published_counts(tmp_path):
     source = shared("scifact")
     folder = import_beir(
-        source, tmp_path / "scifact", name="scifact", version="1", splits={"train": "dev", "test": "release"}
+        BeirImport(
+            source=source,
+            out=tmp_path / "scifact",
+            name="scifact",
+            version="1",
+            splits={"train": "dev", "test": "release"},
+        )
     )
     benchmark = load_benchmark(folder)
     assert len(benchmark.documents) == 5183
@@ -245,7 +257,7 @@ def test_unclosed_sgml_topics_are_linear_and_named(tmp_path):
 def beir_problems(source, tmp_path, **options):
     options.setdefault("splits", {"test": "dev"})
     with pytest.raises(BenchmarkError) as raised:
-        import_beir(source, tmp_path / "out", name="toy", version="1", **options)
+        import_beir(BeirImport(source=source, out=tmp_path / "out", name="toy", version="1", **options))
     assert not (tmp_path / "out").exists()
     return raised.value.problems
 
@@ -279,7 +291,14 @@ def test_beir_splits_must_exist_and_name_a_known_benchmark_split(tmp_path):
     (missing,) = beir_problems(source, tmp_path, splits={"../../etc/passwd": "dev"})
     assert missing.message == "qrels split '../../etc/passwd' not found" and missing.fix == "available: test"
     imported = import_beir(
-        source, tmp_path / "out", name="toy", version="1", splits={"test": "bogus"}, extra_splits=["bogus"]
+        BeirImport(
+            source=source,
+            out=tmp_path / "out",
+            name="toy",
+            version="1",
+            splits={"test": "bogus"},
+            extra_splits=["bogus"],
+        )
     )
     assert load_benchmark(imported).spec.splits == ["bogus"]
 
@@ -299,6 +318,6 @@ def test_an_out_folder_that_is_a_file_is_named(tmp_path):
     source = write_beir(tmp_path / "beir", [("1", "d1", 1)])
     (tmp_path / "taken").write_text("a file")
     with pytest.raises(BenchmarkError) as raised:
-        import_beir(source, tmp_path / "taken", name="toy", version="1", splits={"test": "dev"})
+        import_beir(BeirImport(source=source, out=tmp_path / "taken", name="toy", version="1", splits={"test": "dev"}))
     (problem,) = raised.value.problems
     assert (problem.file, problem.message) == (str(tmp_path / "taken"), "is a file, not a folder")

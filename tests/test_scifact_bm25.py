@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, shared
 
-from rageval.benchmark.beir import import_beir
+from rageval.benchmark.beir import BeirImport, import_beir
 from rageval.config.load import load_config
 from rageval.experiment.run import run_experiment
 
@@ -23,7 +23,13 @@ REFERENCE = {"nDCG@10": 0.6762, "R@100": 0.9127}
 
 def test_bm25_on_scifact_release_gives_the_reference_figures(tmp_path):
     folder = import_beir(
-        shared("scifact"), tmp_path / "scifact", name="scifact", version="1", splits={"train": "dev", "test": "release"}
+        BeirImport(
+            source=shared("scifact"),
+            out=tmp_path / "scifact",
+            name="scifact",
+            version="1",
+            splits={"train": "dev", "test": "release"},
+        )
     )
     config = load_config(
         ROOT / "params" / "bm25.yaml",

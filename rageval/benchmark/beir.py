@@ -4,7 +4,7 @@ rageval's benchmark format."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from rageval.progress import SILENT, Reporter
 from rageval.validation import Slug, Strict, problems_from_validation, shorten
 
 Record = TypeVar("Record", bound="BeirRecord")
+Judged = dict[str, tuple[str, dict[str, int]]]  # query ID → (benchmark split, document ID → grade)
 
 
 class BeirRecord(Strict):
@@ -110,7 +111,7 @@ def _beir_qrels(
     path: Path,
     split: str,
     grade_map: Mapping[int, int],
-    judged: dict[str, tuple[str, dict[str, int]]],
+    judged: Judged,
     problems: list[Problem],
     reporter: Reporter = SILENT,
 ) -> None:
@@ -192,38 +193,36 @@ def _split_problems(source: Path, splits: Mapping[str, str], extra_splits: Seque
     return problems
 
 
-def import_beir(
-    source: str | Path,
-    out: str | Path,
-    *,
-    name: str,
-    version: str,
-    splits: Mapping[str, str],
-    corpus_version: str | None = None,
-    grade_map: Mapping[int, int] | None = None,
-    extra_splits: Sequence[str] = (),
-    reporter: Reporter = SILENT,
-) -> Path:
-    """Import a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
+@dataclass(frozen=True, kw_only=True)
+class BeirImport:
+    """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) to import as
+    benchmark ``name`` ``version`` in ``out``. ``splits`` maps a BEIR qrels split to a benchmark
+    split, e.g. ``{"train": "dev", "test": "release"}``; a benchmark split is ``dev`` or ``release``
+    unless named in ``extra_splits`` (a split nothing else of rageval knows is declared on purpose,
+    never by a typo). ``corpus_version`` defaults to the folder's name and the corpus's hash;
+    ``grade_map``: BEIR grade → benchmark grade."""
 
-    ``splits`` maps a BEIR qrels split to a benchmark split, e.g. ``{"train": "dev", "test": "release"}``.
-    A benchmark split is ``dev`` or ``release`` unless named in ``extra_splits`` (a split nothing else
-    of rageval knows is declared on purpose, never by a typo). Only judged queries become cases; a
-    query judged in two mapped splits, a document judged twice with different grades, a record
-    without its ``text`` and an ``_id`` that is not a string are errors. ``reporter`` gets the
-    steps (reading, checking, writing) and a bar over each file's records.
+    source: str | Path
+    out: str | Path
+    name: str
+    version: str
+    splits: Mapping[str, str]
+    corpus_version: str | None = None
+    grade_map: Mapping[int, int] | None = None
+    extra_splits: Sequence[str] = ()
+
+
+def import_beir(request: BeirImport, reporter: Reporter = SILENT) -> Path:
+    """Import a BEIR folder (see :class:`BeirImport`).
+
+    Only judged queries become cases; a query judged in two mapped splits, a document judged twice
+    with different grades, a record without its ``text`` and an ``_id`` that is not a string are
+    errors. ``reporter`` gets the steps (reading, checking, writing) and a bar over each file's records.
     """
-    source = Path(source)
-    grade_map = dict(grade_map or {})
+    source = Path(request.source)
+    grade_map = dict(request.grade_map or {})
+    _check_folder(source, request.splits, request.extra_splits)
     problems: list[Problem] = []
-    if not source.is_dir():
-        raise BenchmarkError(
-            file_problem(source)
-            or Problem(file=str(source), message="is a file, not a folder", fix="give a BEIR folder")
-        )
-    problems.extend(_split_problems(source, splits, extra_splits))
-    if problems:
-        raise BenchmarkError(problems)
     corpus_file = source / "corpus.jsonl"
     documents = [
         Document(id=d.id, title=d.title, text=d.text, metadata=d.metadata)
@@ -231,33 +230,63 @@ def import_beir(
     ]
     queries_file = source / "queries.jsonl"
     queries = {q.id: (line, q.text) for line, q in _beir_rows(queries_file, BeirQuery, problems, reporter, "queries")}
-    judged: dict[str, tuple[str, dict[str, int]]] = {}
-    for beir_split, split in splits.items():
+    judged: Judged = {}
+    for beir_split, split in request.splits.items():
         _beir_qrels(source / "qrels" / f"{beir_split}.tsv", split, grade_map, judged, problems, reporter)
-    for qid in judged:
-        if qid in queries and not queries[qid][1].strip():
-            problems.append(
-                Problem(
-                    file=str(queries_file),
-                    line=queries[qid][0],
-                    field="text",
-                    message=f"query '{shorten(qid)}' is judged but its text is empty",
-                    fix="write the query's text, or drop its judgments",
-                )
-            )
+    problems.extend(_empty_judged_queries(queries_file, queries, judged))
     if problems:
         raise BenchmarkError(problems)
     reporter.step("build cases")
-    corpus_version = corpus_version or f"{source.name}-{sha256_file(corpus_file)[:12]}"
+    corpus_version = request.corpus_version or f"{source.name}-{sha256_file(corpus_file)[:12]}"
     texts = {qid: text for qid, (_, text) in queries.items()}
     cases = build_cases(texts, judged, corpus_version, {d.id for d in documents}, str(source / "qrels"))
+    spec = benchmark_spec(
+        request.name,
+        request.version,
+        corpus_version,
+        list(dict.fromkeys(request.splits.values())),
+        _description(source, request.splits, grade_map),
+    )
+    reporter.step("write benchmark")
+    return write_benchmark(request.out, spec, documents, cases)
+
+
+def _check_folder(source: Path, splits: Mapping[str, str], extra_splits: Sequence[str]) -> None:
+    """Refuse a ``source`` that is not a folder, or ``splits`` it cannot give, before reading anything."""
+    if not source.is_dir():
+        raise BenchmarkError(
+            file_problem(source)
+            or Problem(file=str(source), message="is a file, not a folder", fix="give a BEIR folder")
+        )
+    problems = _split_problems(source, splits, extra_splits)
+    if problems:
+        raise BenchmarkError(problems)
+
+
+def _empty_judged_queries(
+    queries_file: Path, queries: Mapping[str, tuple[int, str]], judged: Judged
+) -> list[Problem]:
+    """A problem for each judged query whose text is empty (it could never be asked)."""
+    return [
+        Problem(
+            file=str(queries_file),
+            line=queries[qid][0],
+            field="text",
+            message=f"query '{shorten(qid)}' is judged but its text is empty",
+            fix="write the query's text, or drop its judgments",
+        )
+        for qid in judged
+        if qid in queries and not queries[qid][1].strip()
+    ]
+
+
+def _description(source: Path, splits: Mapping[str, str], grade_map: Mapping[int, int]) -> str:
+    """The benchmark's description: where it came from, its split mapping and any grade mapping."""
     mapping = ", ".join(f"{k}→{v}" for k, v in splits.items())
     description = f"Imported from BEIR folder {source.name} (qrels splits {mapping})"
     if grade_map:
         description += f"; grades mapped {', '.join(f'{k}→{v}' for k, v in sorted(grade_map.items()))}"
-    spec = benchmark_spec(name, version, corpus_version, list(dict.fromkeys(splits.values())), description)
-    reporter.step("write benchmark")
-    return write_benchmark(out, spec, documents, cases)
+    return description
 
 
 def _available(source: Path) -> list[str]:

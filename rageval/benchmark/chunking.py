@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from rageval.benchmark.blocks import Block, parse_blocks
 from rageval.benchmark.columns import DocumentText
@@ -142,12 +143,19 @@ def _make_chunk(
     )
 
 
-def _windows(
-    text: str, spans: list[tuple[int, int]], blocks: list[Block], config: ChunkingConfig
-) -> list[tuple[int, int]]:
-    """Token windows ``[first, last)`` covering every token."""
+class _Breaks(NamedTuple):
+    """Token indices where a window may end, or must not."""
+
+    headings: set[int]  # a section heading starts here
+    blocks: set[int]  # another block starts here (and the document ends at the last token)
+    lines: set[int]  # a line starts here
+    inside_atomic: set[int]  # inside an atomic block: a window must not end here (unless forced)
+    atomic_ranges: list[tuple[int, int]]  # the atomic blocks [first, last) small enough for one window
+
+
+def _breaks(text: str, spans: list[tuple[int, int]], blocks: list[Block], config: ChunkingConfig) -> _Breaks:
+    """Where the headings, blocks, lines and atomic blocks of ``text`` fall among its tokens."""
     starts = [s for s, _ in spans]
-    n = len(spans)
 
     def token_at(offset: int) -> int:
         return bisect.bisect_left(starts, offset)
@@ -155,7 +163,7 @@ def _windows(
     atomic_kinds = {k for k, rule in (("code", config.code_blocks), ("table", config.tables)) if rule == "atomic"}
     heading_breaks: set[int] = set()
     block_breaks: set[int] = set()
-    inside_atomic: set[int] = set()  # token indices where a window must not end (unless forced)
+    inside_atomic: set[int] = set()
     atomic_ranges: list[tuple[int, int]] = []
     for block in blocks:
         first, last = token_at(block.start), token_at(block.end)
@@ -166,8 +174,17 @@ def _windows(
             inside_atomic.update(range(first + 1, last))
             atomic_ranges.append((first, last))
     line_breaks = {token_at(m.end()) for m in re.finditer(r"\n", text)}
-    block_breaks.add(n)
+    block_breaks.add(len(spans))
+    return _Breaks(heading_breaks, block_breaks, line_breaks, inside_atomic, atomic_ranges)
 
+
+def _windows(
+    text: str, spans: list[tuple[int, int]], blocks: list[Block], config: ChunkingConfig
+) -> list[tuple[int, int]]:
+    """Token windows ``[first, last)`` covering every token."""
+    n = len(spans)
+    # Unpacked into locals: window_end runs once or twice per window and reads them as closure cells.
+    heading_breaks, block_breaks, line_breaks, inside_atomic, atomic_ranges = _breaks(text, spans, blocks, config)
     min_fill = max(1, config.size // 2)
 
     def window_end(first: int) -> int:

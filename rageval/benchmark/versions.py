@@ -105,6 +105,29 @@ def write_version(
     """Write ``benchmark`` as version ``version`` in a new folder, with ``cases`` (default: the same
     cases, byte for byte), ``changes`` appended to the changelog and ``notes`` appended to the
     judgment notes file. Refuses an existing folder that is not empty."""
+    dest = _new_folder(benchmark, version, out)
+    _copy_data(benchmark.path, dest, cases, notes)
+    data, _ = read_yaml(benchmark.path / BENCHMARK_FILE, BenchmarkError)
+    data = dict(data)
+    data["version"] = version
+    data["predecessor"] = {
+        "path": relative_path(benchmark.path, dest),
+        "version": benchmark.spec.version,
+        "cases": benchmark.file_hashes[CASES_FILE],
+    }
+    data["changelog"] = [
+        *(entry.model_dump() for entry in benchmark.spec.changelog),
+        *(entry.model_dump() for entry in changes),
+    ]
+    data.update(spec_updates or {})
+    data["files"] = hash_files(dest)
+    _write_spec(dest, data)
+    return dest
+
+
+def _new_folder(benchmark: Benchmark, version: str, out: str | Path | None) -> Path:
+    """The new version's folder, made empty; refuses the benchmark's own version, a version with path
+    characters and a folder that holds anything."""
     if version == benchmark.spec.version:
         raise BenchmarkError(
             Problem(
@@ -125,7 +148,12 @@ def write_version(
             Problem(file=str(dest), message="exists already", fix="versions are append-only: choose a new --out folder")
         )
     dest.mkdir(parents=True, exist_ok=True)
-    source = benchmark.path
+    return dest
+
+
+def _copy_data(source: Path, dest: Path, cases: Sequence[Case] | None, notes: Iterable[Mapping[str, Any]]) -> None:
+    """Copy the data files from ``source`` to ``dest``: the documents, the cases (or ``cases``), the
+    judgment notes with ``notes`` appended, and the carried files."""
     shutil.copyfile(source / DOCUMENTS_FILE, dest / DOCUMENTS_FILE)
     if cases is None:
         shutil.copyfile(source / CASES_FILE, dest / CASES_FILE)
@@ -141,23 +169,6 @@ def write_version(
     for pattern in CARRIED_GLOBS:
         for carried in sorted(source.glob(pattern)):
             shutil.copyfile(carried, dest / carried.name)
-
-    data, _ = read_yaml(source / BENCHMARK_FILE, BenchmarkError)
-    data = dict(data)
-    data["version"] = version
-    data["predecessor"] = {
-        "path": relative_path(source, dest),
-        "version": benchmark.spec.version,
-        "cases": benchmark.file_hashes[CASES_FILE],
-    }
-    data["changelog"] = [
-        *(entry.model_dump() for entry in benchmark.spec.changelog),
-        *(entry.model_dump() for entry in changes),
-    ]
-    data.update(spec_updates or {})
-    data["files"] = hash_files(dest)
-    _write_spec(dest, data)
-    return dest
 
 
 def write_cases(path: Path, cases: Iterable[Case]) -> None:

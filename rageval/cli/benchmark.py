@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,6 +26,7 @@ from rageval.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from rageval.benchmark.labeling import Question
     from rageval.progress import Reporter
 
 CHOOSABLE_STEPS = tuple(name for name in STEPS if name not in TABLE_STEPS.values())
@@ -104,24 +105,26 @@ def import_beir(
     grade_map: Annotated[list[str], typer.Option(help="map a source grade into 0-3, e.g. 4=3")] = [],
 ) -> None:
     """Import a BEIR-layout collection."""
+    from rageval.benchmark.beir import BeirImport
     from rageval.benchmark.beir import import_beir as run_import
 
-    _imported(
-        lambda reporter: run_import(
-            source,
-            out,
+    def import_folder(reporter: Reporter) -> Path:
+        request = BeirImport(
+            source=source,
+            out=out,
             name=name,
             version=version,
             splits=parse_pairs(split, "--split"),
             corpus_version=corpus_version,
             grade_map=parse_grade_map(grade_map),
-            reporter=reporter,
         )
-    )
+        return run_import(request, reporter)
+
+    _imported(import_folder)
 
 
 @import_app.command("trec")
-def import_trec(
+def import_trec(  # long: a typer command: its options are its parameters, typer's only way to declare them
     topics: Annotated[Path, typer.Option(help="TREC topics (SGML) or 'qid<TAB>text' lines")],
     qrels: Annotated[Path, typer.Option(help="TREC qrels")],
     docs: Annotated[Path, typer.Option(help="documents: JSON lines (id, title, text) or TREC <DOC> SGML")],
@@ -385,27 +388,31 @@ def benchmark_label(  # long: a typer command: its options are its parameters, t
         questions, lines = read_questions(input_file(from_file, "--from", "give the questions YAML"))
         batch = [(q, f"{from_file}:{lines.get(('cases', i), '')}".rstrip(":")) for i, q in enumerate(questions)]
     else:
-        batch = [(_one_question(query_id, query, doc, quote, heading, regex, grade, split, slice_), "the options")]
+        evidence = {"doc": doc, "quote": quote, "heading": heading, "regex": regex, "grade": grade}
+        batch = [(_one_question(query_id, query, split, slice_, evidence), "the options")]
     done = label(path, batch)
     echo(
         f"wrote {path}: {len(done.added)} cases added, {len(done.extended)} given judgments, {done.judgments} judgments"
     )
 
 
-def _one_question(query_id, query, doc, quote, heading, regex, grade, split, slices):  # type: ignore[no-untyped-def]
+def _one_question(
+    query_id: str | None, query: str | None, split: str | None, slices: list[str], evidence: Mapping[str, Any]
+) -> Question:
+    """The case the options give; ``evidence`` (doc, quote, heading, regex, grade) is its one judgment,
+    given a document."""
     from pydantic import ValidationError
 
     from rageval.benchmark.labeling import Question
     from rageval.errors import InputError
     from rageval.validation import problems_from_validation
 
-    evidence = {"doc": doc, "quote": quote, "heading": heading, "regex": regex, "grade": grade}
     raw = {
         "id": query_id,
         "query": query,
         "split": split,
         "slice": slices,
-        "evidence": [{k: v for k, v in evidence.items() if v is not None}] if doc is not None else [],
+        "evidence": [{k: v for k, v in evidence.items() if v is not None}] if evidence["doc"] is not None else [],
     }
     try:
         return Question.model_validate({k: v for k, v in raw.items() if v is not None})

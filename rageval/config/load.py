@@ -24,6 +24,8 @@ from rageval.retrieval.preflight import locate, stage_problems
 from rageval.safety import mask_credentials
 from rageval.validation import field_path, problems_from_validation, shorten
 
+Override = tuple[str, list[str | int], Any]  # the --set text, its key path, its value
+
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
     """``key.path=value`` → the key path (list positions as integers) and the value, read as YAML
@@ -104,27 +106,13 @@ def load_config(
     probably not meant (:func:`config_warnings`).
     """
     path = Path(path)
-    data, lines = read_yaml(path, ConfigError)
-    if not isinstance(data, dict):
-        raise ConfigError(Problem(file=str(path), line=1, message="expected a mapping of configuration keys"))
-    try:
-        RunConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines)) from None
-
+    data, lines = _read_params(path)
     data = copy.deepcopy(data)
     data["benchmark"] = str((path.parent / data["benchmark"]).resolve())
     for stage in data["retrieval"]["stages"]:
         _resolve_stage_paths(stage, path.parent)
     parsed = [(text, *parse_override(text)) for text in overrides]
-    for text, key_path, value in parsed:
-        apply_override(data, key_path, value, text)
-    for _, key_path, _ in parsed:  # a path given by --set is relative to the working directory
-        stages = data["retrieval"].get("stages") if isinstance(data.get("retrieval"), dict) else None
-        if key_path[:2] == ["retrieval", "stages"] and isinstance(stages, list):
-            for stage in stages:
-                if isinstance(stage, dict):
-                    _resolve_stage_paths(stage, Path.cwd())
+    _apply_overrides(data, parsed)
     if benchmark is not None:
         data["benchmark"] = str(Path(benchmark).resolve())
     if split is not None:
@@ -132,27 +120,48 @@ def load_config(
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        problems = []
-        for problem in problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines):
-            culprit = next(
-                (t for t, p, _ in parsed if problem.field and problem.field.startswith(field_path(tuple(p)))), None
-            )
-            if culprit is None:
-                culprit = next(
-                    (t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None
-                )
-            problems.append(
-                # a credential typed into a --set is not repeated on the terminal
-                Problem(**{**problem.__dict__, "file": f"--set {mask_credentials(culprit)}", "line": None})
-                if culprit
-                else problem
-            )
-        raise ConfigError(problems) from None
+        problems = problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines)
+        raise ConfigError([_blamed(problem, parsed) for problem in problems]) from None
     preflight(config, str(path), lines)
     if warn is not None:
         for warning in config_warnings(config, str(path), lines):
             warn(warning)
     return config
+
+
+def _read_params(path: Path) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+    """The params file as written, and the line of each key; it must validate before any override."""
+    data, lines = read_yaml(path, ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError(Problem(file=str(path), line=1, message="expected a mapping of configuration keys"))
+    try:
+        RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(problems_from_validation(exc, file=str(path), model=RunConfig, lines=lines)) from None
+    return data, lines
+
+
+def _apply_overrides(data: dict[str, Any], parsed: Sequence[Override]) -> None:
+    """Apply each ``--set``; a path given by ``--set`` is relative to the working directory."""
+    for text, key_path, value in parsed:
+        apply_override(data, key_path, value, text)
+    for _, key_path, _ in parsed:
+        stages = data["retrieval"].get("stages") if isinstance(data.get("retrieval"), dict) else None
+        if key_path[:2] == ["retrieval", "stages"] and isinstance(stages, list):
+            for stage in stages:
+                if isinstance(stage, dict):
+                    _resolve_stage_paths(stage, Path.cwd())
+
+
+def _blamed(problem: Problem, parsed: Sequence[Override]) -> Problem:
+    """``problem`` placed on the ``--set`` whose key path it lies on, if any."""
+    culprit = next((t for t, p, _ in parsed if problem.field and problem.field.startswith(field_path(tuple(p)))), None)
+    if culprit is None:
+        culprit = next((t for t, p, _ in parsed if field_path(tuple(p)).startswith(problem.field or "\0")), None)
+    if culprit is None:
+        return problem
+    # a credential typed into a --set is not repeated on the terminal
+    return Problem(**{**problem.__dict__, "file": f"--set {mask_credentials(culprit)}", "line": None})
 
 
 def config_warnings(config: RunConfig, file: str, lines: dict[tuple[Any, ...], int]) -> list[str]:

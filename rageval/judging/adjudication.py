@@ -100,20 +100,7 @@ def verdicts(
     all agree. An item the assessors disagree on needs an adjudication row; an item nobody labelled
     stays unjudged."""
     decided = {row.itemId: row for _, row in adjudication}
-    by_item: dict[str, list[tuple[str, int, str]]] = {}
-    selected: dict[str, dict[str, tuple[int, int] | None]] = {}  # item -> assessor -> evidence
-    for row in labels.itertuples(index=False):
-        if manifest.item(row.item_id) is None:
-            raise BenchmarkError(
-                Problem(
-                    file=str(row.source),
-                    field="itemId",
-                    message=f"item '{shorten(row.item_id)}' is not in this pool",
-                    fix="import sheets of this pool",
-                )
-            )
-        by_item.setdefault(row.item_id, []).append((row.assessor, int(row.grade), row.notes))
-        selected.setdefault(row.item_id, {})[row.assessor] = label_span(row)
+    by_item, selected = _labels_by_item(manifest, labels)
     problems = []
     out = []
     for item in manifest.items:
@@ -128,33 +115,61 @@ def verdicts(
             and manifest.split == RELEASE_SPLIT
             and all(a.startswith(JUDGE_ASSESSOR_PREFIXES) for a, _, _ in given)
         ):
-            spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
-            problems.append(
-                Problem(
-                    file=file,
-                    field="itemId",
-                    message=f"item '{shorten(item.itemId)}' (case {item.queryId}) has only judge labels ({spread}): "
-                    f"a judge's label never enters the frozen {RELEASE_SPLIT} split without a human decision",
-                    fix=f"add a row: {item.itemId},<final grade>,<note> (or a human assessor's label)",
-                )
-            )
+            problems.append(_judges_only(item, given, file))
         elif given and len({grade for _, grade, _ in given}) == 1:
             span, problem = _evidence(manifest, item, given[0][1], given, selected.get(item.itemId, {}), None, file)
             out.append(Verdict(item, given[0][1], given, None, span))
             problems.extend([problem] if problem else [])
         elif given:
-            spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
-            problems.append(
-                Problem(
-                    file=file,
-                    field="itemId",
-                    message=f"item '{shorten(item.itemId)}' (case {item.queryId}): the assessors disagree ({spread}) and it is not adjudicated",
-                    fix=f"add a row: {item.itemId},<final grade>,<note>",
-                )
-            )
+            problems.append(_disagreement(item, given, file))
     if problems:
         raise BenchmarkError(problems)
     return out
+
+
+def _labels_by_item(
+    manifest: PoolManifest, labels: pd.DataFrame
+) -> tuple[dict[str, list[tuple[str, int, str]]], dict[str, dict[str, tuple[int, int] | None]]]:
+    """Each item's labels (assessor, grade, notes) and the evidence each assessor selected; a label of
+    an item outside the pool is an error."""
+    by_item: dict[str, list[tuple[str, int, str]]] = {}
+    selected: dict[str, dict[str, tuple[int, int] | None]] = {}  # item -> assessor -> evidence
+    for row in labels.itertuples(index=False):
+        if manifest.item(row.item_id) is None:
+            raise BenchmarkError(
+                Problem(
+                    file=str(row.source),
+                    field="itemId",
+                    message=f"item '{shorten(row.item_id)}' is not in this pool",
+                    fix="import sheets of this pool",
+                )
+            )
+        by_item.setdefault(row.item_id, []).append((row.assessor, int(row.grade), row.notes))
+        selected.setdefault(row.item_id, {})[row.assessor] = label_span(row)
+    return by_item, selected
+
+
+def _judges_only(item: PoolItem, given: tuple[tuple[str, int, str], ...], file: str) -> Problem:
+    """A release item labelled by judges alone: it needs a human decision."""
+    spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
+    return Problem(
+        file=file,
+        field="itemId",
+        message=f"item '{shorten(item.itemId)}' (case {item.queryId}) has only judge labels ({spread}): "
+        f"a judge's label never enters the frozen {RELEASE_SPLIT} split without a human decision",
+        fix=f"add a row: {item.itemId},<final grade>,<note> (or a human assessor's label)",
+    )
+
+
+def _disagreement(item: PoolItem, given: tuple[tuple[str, int, str], ...], file: str) -> Problem:
+    """An item the assessors grade differently and nobody adjudicated."""
+    spread = ", ".join(f"{assessor} {grade}" for assessor, grade, _ in given)
+    return Problem(
+        file=file,
+        field="itemId",
+        message=f"item '{shorten(item.itemId)}' (case {item.queryId}): the assessors disagree ({spread}) and it is not adjudicated",
+        fix=f"add a row: {item.itemId},<final grade>,<note>",
+    )
 
 
 def _evidence(

@@ -67,14 +67,7 @@ def pool(
     of its parent, and a chunk counts as judged when the span judgments already grade it (as
     :func:`rageval.benchmark.chunking.chunk_qrels` derives). At document level an item is a parent document.
     """
-    if not 0 < depth <= MAX_POOL_DEPTH:
-        raise BenchmarkError(
-            Problem(
-                file="--depth",
-                message=f"depth must be from 1 to {MAX_POOL_DEPTH} (got {depth})",
-                fix=f"pool the top K of each run with K at most {MAX_POOL_DEPTH}: assessors judge every pooled item",
-            )
-        )
+    _check_depth(depth)
     cases = {case.queryId: case for case in benchmark.cases_for(split)}
     passage = benchmark.spec.relevanceUnit == "passage"
     configs = [chunking] if isinstance(chunking, ChunkingConfig) else list(chunking)
@@ -89,11 +82,7 @@ def pool(
             found = Found(run=f"{extra_file}:{line}")
             collected.add(extra_item.queryId, extra_item.documentId, extra_item.start, extra_item.end, found, None)
 
-    # The sheet's order is a seeded permutation of the sorted IDs: blind to rank and run, reproducible.
-    items = collected.items
-    ordered = sorted(items)
-    order = np.random.default_rng(seed).permutation(len(ordered))
-    pooled = [PoolItem.model_validate(items[ordered[i]]) for i in order]
+    pooled = _seeded_order(collected.items, seed)
     used = {item.chunking for item in pooled if item.chunking}
     manifest = PoolManifest(
         benchmark=benchmark.spec.name,
@@ -111,6 +100,25 @@ def pool(
         items=pooled,
     )
     return Pool(manifest=manifest, sheet=_sheet(pooled, benchmark, cases, titles=collected.titles))
+
+
+def _check_depth(depth: int) -> None:
+    if not 0 < depth <= MAX_POOL_DEPTH:
+        raise BenchmarkError(
+            Problem(
+                file="--depth",
+                message=f"depth must be from 1 to {MAX_POOL_DEPTH} (got {depth})",
+                fix=f"pool the top K of each run with K at most {MAX_POOL_DEPTH}: assessors judge every pooled item",
+            )
+        )
+
+
+def _seeded_order(items: Mapping[str, dict[str, Any]], seed: int) -> list[PoolItem]:
+    """The pooled items in the sheet's order: a seeded permutation of the sorted IDs, blind to rank
+    and run, reproducible."""
+    ordered = sorted(items)
+    order = np.random.default_rng(seed).permutation(len(ordered))
+    return [PoolItem.model_validate(items[ordered[i]]) for i in order]
 
 
 class _Collected:

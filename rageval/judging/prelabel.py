@@ -146,32 +146,46 @@ def _samples_for(item: PoolItem, judge: Judge) -> int:
     return max(sampling.samples, sampling.high_impact_samples) if high else sampling.samples
 
 
+def _screened(runs: list[Sample], item: Item, judge: Judge) -> tuple[list[Sample], list[str], list[str]]:
+    """The samples whose reply keeps to the rubric and quotes the document at its offsets, why each
+    other reply was rejected, and every error (retried attempts too: they cost time and tokens)."""
+    accepted: list[Sample] = []
+    rejected: list[str] = []
+    failures: list[str] = []
+    for sample in runs:
+        failures.extend(sample.errors)
+        if sample.reply is None:
+            continue
+        why = spans_problem(sample.reply, item.text, list(judge.config.rubric))
+        if why:
+            rejected.append(why)
+        else:
+            accepted.append(sample)
+    return accepted, rejected, failures
+
+
+def _majority(accepted: list[Sample], grades: list[int], offset: int) -> tuple[int | None, str, list[dict[str, Any]]]:
+    """The most common grade (the lower on a tie), with the reason and evidence of the first sample
+    that gave it; the evidence's offsets are moved from the passage shown into the document."""
+    if not grades:
+        return None, "", []
+    counts = Counter(grades)
+    grade = min(g for g, n in counts.items() if n == max(counts.values()))
+    chosen = next(s.reply for s in accepted if s.reply and s.reply.grade == grade)
+    assert chosen is not None
+    evidence = [{"start": s.start + offset, "end": s.end + offset, "text": s.text} for s in chosen.evidence]
+    return grade, chosen.reason, evidence
+
+
 def _judge_item(pooled: PoolItem, item: Item, judge: Judge, backend: Backend) -> ItemResult:
     config = judge.config
     offset = pooled.start or 0
     flags = sorted(set(injection_flags(item.text)) | set(injection_flags(item.title)))
     runs: list[Sample] = [backend(item, k) for k in range(_samples_for(pooled, judge))]
-    accepted, rejected, failures = [], [], []
-    for sample in runs:
-        failures.extend(sample.errors)  # retried attempts too: they cost time and tokens
-        if sample.reply is None:
-            continue
-        why = spans_problem(sample.reply, item.text, list(config.rubric))
-        if why:
-            rejected.append(why)
-        else:
-            accepted.append(sample)
+    accepted, rejected, failures = _screened(runs, item, judge)
     grades = [s.reply.grade for s in accepted if s.reply]
     status = "labelled" if accepted else "rejected" if rejected else "failed"
-    grade = None
-    reason, evidence = "", []
-    if grades:
-        counts = Counter(grades)
-        grade = min(g for g, n in counts.items() if n == max(counts.values()))
-        chosen = next(s.reply for s in accepted if s.reply and s.reply.grade == grade)
-        assert chosen is not None
-        reason = chosen.reason
-        evidence = [{"start": s.start + offset, "end": s.end + offset, "text": s.text} for s in chosen.evidence]
+    grade, reason, evidence = _majority(accepted, grades, offset)
     review = []
     if flags:
         review.append(f"instruction-like text in the document ({', '.join(flags)})")

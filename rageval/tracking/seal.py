@@ -164,12 +164,7 @@ def verification(
         )
     version = sealed.get("format")
     if version != MANIFEST_FORMAT:
-        newer = isinstance(version, int) and version > MANIFEST_FORMAT
-        said = "no format (format 1, which rageval no longer reads)" if version is None else f"format {version!r}"
-        changes.append(
-            f"{MANIFEST} has {said}; this rageval reads format {MANIFEST_FORMAT} only"
-            + (": upgrade rageval" if newer else "")
-        )
+        changes.append(_format_change(version))
         return Verification(run_id, None, changes, [], hmac_tag is not None, False)
     try:
         changes += manifest_changes(sealed, state)
@@ -189,21 +184,36 @@ def verification(
         else:
             notes.append(UNKEYED_NOTE)
         return Verification(run_id, version, changes, notes, keyed, False)
+    changes += _keyed_seal_changes(data, hmac_tag, key, sealed_key, declared)
+    return Verification(run_id, version, changes, notes, keyed, hmac_tag is not None)
+
+
+def _format_change(version: Any) -> str:
+    """Why a manifest of format ``version`` (not this rageval's) cannot be checked."""
+    newer = isinstance(version, int) and version > MANIFEST_FORMAT
+    said = "no format (format 1, which rageval no longer reads)" if version is None else f"format {version!r}"
+    upgrade = ": upgrade rageval" if newer else ""
+    return f"{MANIFEST} has {said}; this rageval reads format {MANIFEST_FORMAT} only{upgrade}"
+
+
+def _keyed_seal_changes(data: bytes, hmac_tag: str | None, key: SealKey, sealed_key: Any, declared: bool) -> list[str]:
+    """What checking the keyed seal under the configured ``key`` found: no keyed seal, one that does
+    not match, or one the manifest does not declare."""
     if hmac_tag is None:
-        changes.append(
+        return [
             f"no keyed seal: a seal key is configured (key id {key.key_id}) but the run has no {HMAC_TAG} tag; "
             "it was sealed without a key, or its keyed seal was removed — a key holder cannot tell which"
-        )
-    elif not hmac.compare_digest(hmac_tag, key.sign(data)):
+        ]
+    if not hmac.compare_digest(hmac_tag, key.sign(data)):
         other = (
             f" (sealed with key id {sealed_key}, the configured key is {key.key_id})"
             if sealed_key != key.key_id
             else ""
         )
-        changes.append(f"keyed seal does not match: {MANIFEST} and its seal tags were rewritten{other}")
-    elif not declared:
-        changes.append(f"{MANIFEST} does not declare the keyed seal its {HMAC_TAG} tag carries")
-    return Verification(run_id, version, changes, notes, keyed, hmac_tag is not None)
+        return [f"keyed seal does not match: {MANIFEST} and its seal tags were rewritten{other}"]
+    if not declared:
+        return [f"{MANIFEST} does not declare the keyed seal its {HMAC_TAG} tag carries"]
+    return []
 
 
 def history_keys(data: bytes | None) -> list[str]:

@@ -331,12 +331,19 @@ def _import(folder: Path, run: Callable[[Path], Path]) -> Any:
 
 
 def _read_beir(folder: Path) -> Any:
-    from rageval.benchmark.beir import import_beir
+    from rageval.benchmark.beir import BeirImport, import_beir
 
     return _import(
         folder,
         lambda out: import_beir(
-            folder / "beir", out, name="toy", version="1", splits={"test": "dev"}, corpus_version="toy-1"
+            BeirImport(
+                source=folder / "beir",
+                out=out,
+                name="toy",
+                version="1",
+                splits={"test": "dev"},
+                corpus_version="toy-1",
+            )
         ),
     )
 
