@@ -263,9 +263,7 @@ def _check_folder(source: Path, splits: Mapping[str, str], extra_splits: Sequenc
         raise BenchmarkError(problems)
 
 
-def _empty_judged_queries(
-    queries_file: Path, queries: Mapping[str, tuple[int, str]], judged: Judged
-) -> list[Problem]:
+def _empty_judged_queries(queries_file: Path, queries: Mapping[str, tuple[int, str]], judged: Judged) -> list[Problem]:
     """A problem for each judged query whose text is empty (it could never be asked)."""
     return [
         Problem(
