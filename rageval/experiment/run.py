@@ -44,7 +44,7 @@ from rageval.experiment.stages import (
 from rageval.progress import Reporter, from_environment, reporting
 from rageval.retrieval import Corpus, Pipeline, Query
 from rageval.retrieval.cache import Cache
-from rageval.retrieval.pipeline import stage_inputs
+from rageval.retrieval.pipeline import PipelineOutput, stage_inputs
 
 __all__ = ["RANKING_COLUMNS", "ExperimentResult", "level_run", "run_experiment", "slice_table"]
 
@@ -194,6 +194,66 @@ def _run(
     config: RunConfig, benchmark: Benchmark | None, cache: Cache | None | bool, reporter: Reporter
 ) -> ExperimentResult:
     timings: dict[str, float] = {}
+    retrieved = _retrieve(config, benchmark, cache, reporter, timings)
+    with _timed(timings, "evaluation"):  # until the measures, the parent level and abstention are in
+        measured = _measure(config, retrieved, reporter)
+    with _timed(timings, "stage_evaluation"):
+        staged = _measure_stages(config, retrieved, measured, reporter)
+    in_context_ = in_context(config, retrieved.benchmark, measured.qrels, staged.context_frame, measured.evaluation)
+    shown = in_context_[list(EVIDENCE_MEASURES)] if in_context_ is not None else None
+    slices = slice_table(measured.evaluation, {c.queryId: c.slice for c in retrieved.cases}, shown)
+
+    reporter.step("diagnostics")
+    output, qrels = retrieved.output, measured.qrels
+    per_query = diagnostics(config, retrieved.cases, output.hits, retrieved.context, retrieved.corpus, retrieved.count)
+    return ExperimentResult(
+        config=config,
+        benchmark=retrieved.benchmark,
+        level=measured.level,
+        chunking_hash=config_hash(config.chunking),
+        rankings=measured.rankings,
+        evaluation=measured.evaluation,
+        slices=slices,
+        latency=latency_table(output.latencies, retrieved.fetch),
+        context_tokens=per_query["context_tokens"].rename(None) if not per_query.empty else pd.Series(dtype=int),
+        failures=measured.failures,
+        timings=timings,
+        stage_rankings=pd.concat([*staged.per_stage.values(), staged.context_frame], ignore_index=True),
+        stage_metrics=staged.metrics,
+        evidence=staged.evidence,
+        diagnostics=per_query,
+        **_pipeline_facts(retrieved.pipeline),
+        abstention=measured.abstained,
+        qrels=qrels if isinstance(qrels, Evidence) else {q: dict(items) for q, items in qrels.items()},
+        parent=measured.parent,
+        context_evidence=in_context_,
+        warnings=measured.warnings,
+    )
+
+
+@dataclass(frozen=True)
+class _Retrieved:
+    """A run up to its context: the split's cases, the corpus and pipeline built for them, the
+    pipeline's output, and per query the context handed to the generator (and its fetch time)."""
+
+    benchmark: Benchmark
+    cases: list[Case]
+    corpus: Corpus
+    pipeline: Pipeline
+    output: PipelineOutput
+    count: Callable[[str], int]  # tokens in a text (token_counter)
+    context: dict[str, list]  # per query: the hits handed to the generator
+    fetch: dict[str, float]
+
+
+def _retrieve(
+    config: RunConfig,
+    benchmark: Benchmark | None,
+    cache: Cache | None | bool,
+    reporter: Reporter,
+    timings: dict[str, float],
+) -> _Retrieved:
+    """Load the benchmark, chunk it, build the stages, rank every case and cut each context."""
     with _timed(timings, "load"):
         reporter.step("load benchmark")
         benchmark = benchmark or load_benchmark(config.benchmark)
@@ -214,15 +274,34 @@ def _run(
     with _timed(timings, "context"):
         reporter.step("context")
         context, fetch = contexts(config, output.hits, corpus, count)
+    return _Retrieved(benchmark, cases, corpus, pipeline, output, count, context, fetch)
 
-    started = time.perf_counter()  # evaluation: until the measures, the parent level and abstention are in
+
+@dataclass(frozen=True)
+class _Measured:
+    """The final stage's ranking measured: at the run's level on its judgments (and at parent level
+    beside it), the abstention contract, the failed queries and what a reader must be warned of."""
+
+    rankings: pd.DataFrame
+    level: str
+    qrels: dict[str, dict[str, int]] | Evidence
+    measure: Callable[..., Evaluation]  # _measurer's, for the other stages' rankings
+    evaluation: Evaluation
+    parent: Evaluation | None
+    abstained: Abstention | None
+    failures: pd.DataFrame
+    warnings: tuple[str, ...]
+
+
+def _measure(config: RunConfig, retrieved: _Retrieved, reporter: Reporter) -> _Measured:
+    """The final ranking measured (the failures and whole-document warnings reported first)."""
     reporter.step("evaluation")
-    by_id = corpus.by_id
-    rankings = rankings_frame(output.hits, pipeline.names[-1], by_id)
+    benchmark, cases, output = retrieved.benchmark, retrieved.cases, retrieved.output
+    rankings = rankings_frame(output.hits, retrieved.pipeline.names[-1], retrieved.corpus.by_id)
     level, qrels = _graded(config, benchmark, cases)
     failures = pd.DataFrame(output.failures, columns=FAILURE_COLUMNS)
     failed = failure_warning(failures, len(cases))
-    warnings = [*whole_document_warnings(rankings, corpus, level), *([failed] if failed else [])]
+    warnings = [*whole_document_warnings(rankings, retrieved.corpus, level), *([failed] if failed else [])]
     for warning in warnings:
         reporter.warn(warning)
 
@@ -231,45 +310,30 @@ def _run(
     # The same ranking at parent level, beside it: a document's grade is its best judged span's (Benchmark.qrels).
     parent = measure(rankings, PARENT_LEVEL, benchmark.qrels(config.split)) if level == "passage" else None
     abstained = _abstention(config, cases, rankings, level)
-    timings["evaluation"] = time.perf_counter() - started
+    return _Measured(rankings, level, qrels, measure, evaluation, parent, abstained, failures, tuple(warnings))
 
-    with _timed(timings, "stage_evaluation"):
-        reporter.step("stage evaluation")
-        per_stage = {name: rankings_frame(output.stages[name], name, by_id) for name in pipeline.names}
-        context_frame = rankings_frame(context, CONTEXT_STAGE, by_id)
-        frames = [*per_stage.items(), (CONTEXT_STAGE, context_frame)]
-        stage_metrics = _stage_metrics(frames, (pipeline.names[-1], evaluation), measure, reporter)
-        inputs = dict(zip(pipeline.names, stage_inputs(config.retrieval.stages), strict=True))
-        evidence = evidence_trail(per_stage, inputs, qrels, level, context_frame)
-    in_context_ = in_context(config, benchmark, qrels, context_frame, evaluation)
-    shown = in_context_[list(EVIDENCE_MEASURES)] if in_context_ is not None else None
-    slices = slice_table(evaluation, {c.queryId: c.slice for c in cases}, shown)
 
-    reporter.step("diagnostics")
-    per_query = diagnostics(config, cases, output.hits, context, corpus, count)
-    return ExperimentResult(
-        config=config,
-        benchmark=benchmark,
-        level=level,
-        chunking_hash=config_hash(config.chunking),
-        rankings=rankings,
-        evaluation=evaluation,
-        slices=slices,
-        latency=latency_table(output.latencies, fetch),
-        context_tokens=per_query["context_tokens"].rename(None) if not per_query.empty else pd.Series(dtype=int),
-        failures=failures,
-        timings=timings,
-        stage_rankings=pd.concat([*per_stage.values(), context_frame], ignore_index=True),
-        stage_metrics=stage_metrics,
-        evidence=evidence,
-        diagnostics=per_query,
-        **_pipeline_facts(pipeline),
-        abstention=abstained,
-        qrels=qrels if isinstance(qrels, Evidence) else {q: dict(items) for q, items in qrels.items()},
-        parent=parent,
-        context_evidence=in_context_,
-        warnings=tuple(warnings),
-    )
+@dataclass(frozen=True)
+class _Staged:
+    """Every stage's ranking and the context's, measured, and where each relevant item went."""
+
+    per_stage: dict[str, pd.DataFrame]  # stage → its ranking (RANKING_COLUMNS)
+    context_frame: pd.DataFrame  # the context as a ranking (RANKING_COLUMNS)
+    metrics: pd.DataFrame  # stage, query_id, measure, value
+    evidence: pd.DataFrame  # see rageval.experiment.stages.evidence_trail
+
+
+def _measure_stages(config: RunConfig, retrieved: _Retrieved, measured: _Measured, reporter: Reporter) -> _Staged:
+    """Each stage's ranking and the context measured like the final one, and the evidence trail."""
+    reporter.step("stage evaluation")
+    names, by_id = retrieved.pipeline.names, retrieved.corpus.by_id
+    per_stage = {name: rankings_frame(retrieved.output.stages[name], name, by_id) for name in names}
+    context_frame = rankings_frame(retrieved.context, CONTEXT_STAGE, by_id)
+    frames = [*per_stage.items(), (CONTEXT_STAGE, context_frame)]
+    stage_metrics = _stage_metrics(frames, (names[-1], measured.evaluation), measured.measure, reporter)
+    inputs = dict(zip(names, stage_inputs(config.retrieval.stages), strict=True))
+    evidence = evidence_trail(per_stage, inputs, measured.qrels, measured.level, context_frame)
+    return _Staged(per_stage, context_frame, stage_metrics, evidence)
 
 
 def _graded(

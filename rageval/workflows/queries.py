@@ -57,18 +57,7 @@ def execute_query_import(
     policy_file, log, out = Path(policy_file), Path(log), Path(out)
     policy = load_query_policy(policy_file)
     salt = _salt(policy, policy_file)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(
-            Problem(
-                file=str(out),
-                field="--out",
-                message="exists and is not an empty folder",
-                fix="give a new folder: an import never overwrites another",
-            )
-        )
-    missing = file_problem(log)
-    if missing is not None:
-        raise InputError(Problem(file=str(log), field="LOG", message=missing.message, fix="give a .jsonl or .csv log"))
+    _check_paths(log, out)
     rows, dropped_fields = read_log(log, policy.fields)
     query_set = build_query_set(rows, policy, salt)
     lines = query_lines(query_set.entries, policy)
@@ -103,6 +92,22 @@ def execute_query_import(
     files["record"].write_bytes(record_bytes)
     run_id, sealed = _record(tracker, experiment, policy, policy_file, record, record_bytes)
     return ImportOutcome(run_id, experiment, sealed, files, record)
+
+
+def _check_paths(log: Path, out: Path) -> None:
+    """Refuse an ``out`` that is not a new (or empty) folder, and a ``log`` that is not a readable file."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(
+            Problem(
+                file=str(out),
+                field="--out",
+                message="exists and is not an empty folder",
+                fix="give a new folder: an import never overwrites another",
+            )
+        )
+    missing = file_problem(log)
+    if missing is not None:
+        raise InputError(Problem(file=str(log), field="LOG", message=missing.message, fix="give a .jsonl or .csv log"))
 
 
 def _salt(policy: QueryPolicy, policy_file: Path) -> str | None:

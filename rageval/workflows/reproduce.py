@@ -45,7 +45,7 @@ from rageval.retrieval.pipeline import stage_inputs
 from rageval.retrieval.schema import StageConfig
 from rageval.safety import csv_bytes
 from rageval.tracking.records import NOTE_TAG
-from rageval.tracking.store import Tracker
+from rageval.tracking.store import RunInfo, Tracker
 from rageval.workflows.provenance import RAGEVAL_VERSION, rageval_source, source_tags
 
 NEURAL_TYPES = {"dense", "rerank"}
@@ -134,12 +134,12 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
     tracker.verify_or_raise(run_id)  # unsealed: TrackingError; tampered: VerificationError
     info = tracker.run(run_id)
     commit = info.tags.get("rageval.git.commit", "unknown")
-    dirty = info.tags.get("rageval.git.dirty")
+    dirty = info.tags.get("rageval.git.dirty") == "true"
     if commit == "unknown":
         raise ReproductionError(
             f"run {run_id} records no git commit (it was not made from a git checkout); it cannot be re-executed from its record"
         )
-    if dirty == "true" and not allow_dirty:
+    if dirty and not allow_dirty:
         raise ReproductionError(
             f"run {run_id} was made from a dirty working tree (commit {commit[:12]} plus uncommitted changes)",
             fix="pass --allow-dirty to re-apply the diff the run recorded, and have the reproduction marked so",
@@ -149,8 +149,28 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
     if not own_code:
         check_rageval(run_id, info.tags)
     repo = _repository(run_id, commit, info.tags, repo)
+    new_run, config, patch = _rerun_at_commit(tracker, info, repo, commit, dirty=dirty, own_code=own_code)
 
-    patch = b""
+    result = Reproduction(original=run_id, reproduction=new_run)
+    result.stages = _compare_stages(tracker, run_id, new_run, neural_stages(config.retrieval.stages))
+    original_metrics, new_metrics = info.metrics, tracker.run(new_run).metrics
+    result.metric_differences = {
+        k: abs(original_metrics[k] - new_metrics[k])
+        for k in original_metrics
+        if k in new_metrics and not k.startswith(NOT_RESULTS)
+    }
+    result.record = _record(tracker, info.experiment_id, result, patch)
+    return result
+
+
+def _rerun_at_commit(
+    tracker: Tracker, info: RunInfo, repo: Path, commit: str, *, dirty: bool, own_code: bool
+) -> tuple[str, RunConfig, bytes | None]:
+    """Run the recorded configuration again in a temporary worktree of ``commit`` (a dirty run's
+    recorded diff applied there): the new run's ID, the configuration it ran, and that diff (None
+    for a clean run)."""
+    run_id = info.run_id
+    patch: bytes | None = None
     with tempfile.TemporaryDirectory(prefix="rageval-reproduce-") as tmp:
         tmp_path = Path(tmp)
         config_text = tracker.download_sealed(run_id, "config.yaml", tmp_path / "original").read_text()
@@ -158,7 +178,7 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
         worktree = tmp_path / "worktree"
         _git(repo, "worktree", "add", "--detach", str(worktree), commit)
         try:
-            if dirty == "true":
+            if dirty:
                 patch_file = tracker.download_sealed(run_id, "git/diff.patch", tmp_path / "patch")
                 patch = patch_file.read_bytes()
                 if patch:
@@ -174,9 +194,11 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
             )
         finally:
             _git(repo, "worktree", "remove", "--force", str(worktree), check=False)
+    return new_run, config, patch
 
-    result = Reproduction(original=run_id, reproduction=new_run)
-    neural = neural_stages(config.retrieval.stages)
+
+def _compare_stages(tracker: Tracker, run_id: str, new_run: str, neural: set[str]) -> list[StageComparison]:
+    """The two runs' rankings compared stage by stage (``neural``: the stages not required to be deterministic)."""
     try:
         before, after = (
             tracker.sealed_frame(run_id, "stage_rankings.parquet"),
@@ -184,15 +206,7 @@ def reproduce(run_id: str, *, tracker: Tracker, allow_dirty: bool = False, repo:
         )
     except Exception:  # noqa: BLE001 - runs from before per-stage rankings existed: compare the final ranking
         before, after = tracker.rankings(run_id), tracker.rankings(new_run)
-    result.stages = compare_rankings(before, after, neural)
-    original_metrics, new_metrics = info.metrics, tracker.run(new_run).metrics
-    result.metric_differences = {
-        k: abs(original_metrics[k] - new_metrics[k])
-        for k in original_metrics
-        if k in new_metrics and not k.startswith(NOT_RESULTS)
-    }
-    result.record = _record(tracker, info.experiment_id, result, patch if dirty == "true" else None)
-    return result
+    return compare_rankings(before, after, neural)
 
 
 def _describe(version: str, tags: dict[str, str]) -> str:

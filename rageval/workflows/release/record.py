@@ -323,22 +323,10 @@ def execute_release(
     now = now or dt.datetime.now(dt.UTC)
     given = {layer: run for layer in LAYERS if (run := runs.get(layer))}
     decision, evidence, baseline, candidate = gather(tracker, given, policy, now)
-    pair = decision.pair
     family = "" if candidate is None else candidate.tags.get("rageval.config.family") or _config_name(candidate)
-    links = _links(tracker, evidence, pair)
-    record = {
-        "verdict": decision.verdict,
-        "reasons": decision.reasons,
-        "policy": {"name": policy.name, "file": str(policy_file), "sha256": sha256_bytes(policy_file.read_bytes())},
-        "layers": [asdict(r) for r in decision.layers],
-        "baseline": {"run_id": pair.baseline, "config": pair.baseline_config} if pair else None,
-        "candidate": {"run_id": pair.candidate, "config": pair.candidate_config} if pair else None,
-        "family": family,
-        "links": links,
-        "simulated_layers": [r.layer for r in decision.layers if r.simulated],
-    }
+    links = _links(tracker, evidence, decision.pair)
     overrides = policy_overrides(policy, _shipped_policy(policy_file))
-    record["overrides"] = overrides
+    record = _decision_record(decision, policy, policy_file, family, links, overrides)
     name = experiment or EXPERIMENT
     run_id = tracker.create_run(
         name,
@@ -374,6 +362,31 @@ def execute_release(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return ReleaseOutcome(run_id, name, digest, decision, items)
+
+
+def _decision_record(
+    decision: ReleaseDecision,
+    policy: ReleasePolicy,
+    policy_file: Path,
+    family: str,
+    links: list[dict[str, str]],
+    overrides: list[str],
+) -> dict[str, Any]:
+    """decision.json: the verdict and its reasons, the policy (and what it overrides), each layer's
+    result, the pair and the links to every run the release read."""
+    pair = decision.pair
+    return {
+        "verdict": decision.verdict,
+        "reasons": decision.reasons,
+        "policy": {"name": policy.name, "file": str(policy_file), "sha256": sha256_bytes(policy_file.read_bytes())},
+        "layers": [asdict(r) for r in decision.layers],
+        "baseline": {"run_id": pair.baseline, "config": pair.baseline_config} if pair else None,
+        "candidate": {"run_id": pair.candidate, "config": pair.candidate_config} if pair else None,
+        "family": family,
+        "links": links,
+        "simulated_layers": [r.layer for r in decision.layers if r.simulated],
+        "overrides": overrides,
+    }
 
 
 @dataclass(frozen=True)

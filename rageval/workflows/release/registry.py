@@ -147,23 +147,8 @@ def make_bundle(
                 f"run {evaluation_run}'s configuration, rebuilt here, does not reproduce its recorded rankings "
                 f"({check.problem or 'differing queries: ' + ', '.join(check.differing[:5])}): it cannot be bundled"
             )
-        files: dict[str, bytes] = {"config.yaml": config_yaml.encode()}
-        entries = []
-        for folder in dict.fromkeys(cache.used):
-            entry = folder / ENTRY
-            record = json.loads(entry.read_text())
-            payload = {name: (folder / name).read_bytes() for name in record["files"]}
-            for name, data in payload.items():
-                files[f"cache/{folder.parent.name}/{folder.name}/{name}"] = data
-            files[f"cache/{folder.parent.name}/{folder.name}/{ENTRY}"] = entry.read_bytes()
-            entries.append(
-                {
-                    "kind": folder.parent.name,
-                    "digest": folder.name,
-                    "files": record["files"],
-                    "bytes": sum(len(d) for d in payload.values()),
-                }
-            )
+        cached, entries = _cache_files(cache.used)
+    files = {"config.yaml": config_yaml.encode(), **cached}
     record = {
         "evaluation_run": evaluation_run,
         "config": {"path": "config.yaml", "sha256": sha256_bytes(files["config.yaml"])},
@@ -196,6 +181,29 @@ def make_bundle(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return Bundle(run_id, seal, record["bytes"], entries)
+
+
+def _cache_files(used: list[Path]) -> tuple[dict[str, bytes], list[dict[str, Any]]]:
+    """The cache entries a pipeline used, each once: as the bundle's files under ``cache/KIND/DIGEST/``
+    (the entry's files and its entry.json), and as bundle.json lists them."""
+    files: dict[str, bytes] = {}
+    entries = []
+    for folder in dict.fromkeys(used):
+        entry = folder / ENTRY
+        record = json.loads(entry.read_text())
+        payload = {name: (folder / name).read_bytes() for name in record["files"]}
+        for name, data in payload.items():
+            files[f"cache/{folder.parent.name}/{folder.name}/{name}"] = data
+        files[f"cache/{folder.parent.name}/{folder.name}/{ENTRY}"] = entry.read_bytes()
+        entries.append(
+            {
+                "kind": folder.parent.name,
+                "digest": folder.name,
+                "files": record["files"],
+                "bytes": sum(len(d) for d in payload.values()),
+            }
+        )
+    return files, entries
 
 
 def config_of(tags: Mapping[str, str]) -> str:
