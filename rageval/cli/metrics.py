@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,6 +23,9 @@ from rageval.cli.common import (
     echo,
     input_file,
 )
+
+if TYPE_CHECKING:
+    from rageval.evaluation import Evaluation
 
 
 @app.command("metrics")
@@ -81,7 +84,13 @@ def metrics(  # long: a typer command: its options are its parameters, typer's o
     retrieved = {q: group.tolist() for q, group in frame.groupby("query_id", sort=False)["doc_id"]}
     if missed := near_misses(retrieved, judged):
         echo(missed.message(), err=True)
-    if output == "json":
+    _print(evaluation, as_json=output == "json", per_query=per_query, scored=no_relevant.value == "score")
+
+
+def _print(evaluation: Evaluation, *, as_json: bool, per_query: bool, scored: bool) -> None:
+    """The values as JSON, or as trec_eval's 'measure<TAB>query<TAB>value' lines (notes on stderr);
+    ``scored``: judged queries with nothing relevant were scored, so only unjudged ones were skipped."""
+    if as_json:
         payload = {
             "aggregates": {k: float(v) for k, v in evaluation.aggregates.items()},
             "per_query": evaluation.per_query.to_dict(orient="index") if per_query else None,
@@ -105,5 +114,5 @@ def metrics(  # long: a typer command: its options are its parameters, typer's o
     if not evaluation.evaluated:
         echo("# no query evaluated: the run and the qrels share no judged query", err=True)
     if evaluation.skipped:
-        reason = "no judgment" if no_relevant.value == "score" else "no judgment or no relevant item"
+        reason = "no judgment" if scored else "no judgment or no relevant item"
         echo(f"# {len(evaluation.skipped)} queries skipped ({reason}); num_q {evaluation.evaluated}", err=True)
