@@ -34,7 +34,7 @@ from rageval.judging.backends import injection_flags
 from rageval.judging.calibration import weighted_kappa
 from rageval.judging.judges import load_judge
 from rageval.tracking.store import Tracker
-from rageval.workflows.calibrate import execute_calibrate
+from rageval.workflows.calibrate import CalibrationRequest, execute_calibrate
 from rageval.workflows.judge import PrelabelRequest, execute_prelabel, make_backend, passing_calibration
 
 CASES_KEPT = 5
@@ -189,7 +189,7 @@ def test_offline_judge_refused_uncalibrated_then_calibrated_and_prelabels(world,
     # cosine pre-labeler does not meet it, and stays refused.
     # The shipped judge and the strict one below share the `encoder` backend; the lowered judge's
     # calibration makes its own backend, as `rageval judge calibrate` does.
-    weak = execute_calibrate(shipped, tracker=tracker, backend=encoder)
+    weak = execute_calibrate(CalibrationRequest(shipped), tracker=tracker, backend=encoder)
     kappa = weak.agreement.per_slice.loc["all", "weighted_kappa"]
     assert not weak.passed and f"weighted kappa {kappa:.3f} < 0.6" in weak.reasons, weak.reasons
     with pytest.raises(ConfigError, match="failed its threshold"):
@@ -197,7 +197,7 @@ def test_offline_judge_refused_uncalibrated_then_calibrated_and_prelabels(world,
 
     path = judge_file(world, "minilm", **LOWERED)
     judge = load_judge(path)
-    outcome = execute_calibrate(path, tracker=tracker)
+    outcome = execute_calibrate(CalibrationRequest(path), tracker=tracker)
     info = tracker.run(outcome.run_id)
     assert info.sealed and info.tags["rageval.kind"] == "judge-calibration"
     assert info.tags["rageval.judge.config_hash"] == judge.config_hash
@@ -213,7 +213,7 @@ def test_offline_judge_refused_uncalibrated_then_calibrated_and_prelabels(world,
     assert confusion[confusion.scope == "all"]["count"].sum() == per_slice.loc["all", "labelled"]
     assert outcome.passed, outcome.reasons
     strict = judge_file(world, "minilm", calibration__min_weighted_kappa=0.99)
-    failed = execute_calibrate(strict, tracker=tracker, backend=encoder)
+    failed = execute_calibrate(CalibrationRequest(strict), tracker=tracker, backend=encoder)
     assert not failed.passed and tracker.run(failed.run_id).tags["rageval.judge.calibration.passed"] == "false"
     with pytest.raises(ConfigError, match="failed its threshold"):
         passing_calibration(tracker, load_judge(strict))
@@ -451,7 +451,7 @@ def test_a_calibration_is_valid_on_its_own_benchmark_only(world, encoder):
     try:
         demo = passing_calibration(tracker, load_judge(path)).run  # made by the offline test
     except ConfigError:
-        demo = tracker.run(execute_calibrate(path, tracker=tracker).run_id)
+        demo = tracker.run(execute_calibrate(CalibrationRequest(path), tracker=tracker).run_id)
     bench, pool_dir = other_benchmark(world, "fastapi-like")
     with pytest.raises(ConfigError) as refused:
         execute_prelabel(PrelabelRequest(pool_dir, path, out=world["root"] / "other-refused"), tracker=tracker)
@@ -471,7 +471,8 @@ def test_a_calibration_is_valid_on_its_own_benchmark_only(world, encoder):
     assert run.tags["rageval.judge.calibration.domain"] == "other"
     assert json.loads(run.tags["rageval.overrides"])[0].startswith("calibrated on benchmark")
 
-    there = execute_calibrate(path, tracker=tracker, benchmark=bench, backend=encoder)  # the same texts
+    on_bench = CalibrationRequest(path, benchmark=bench)
+    there = execute_calibrate(on_bench, tracker=tracker, backend=encoder)  # the same texts
     assert there.passed, there.reasons
     done = execute_prelabel(PrelabelRequest(pool_dir, path, out=world["root"] / "other-calibrated"), tracker=tracker)
     assert done.calibration == there.run_id and done.across == ""

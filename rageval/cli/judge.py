@@ -317,17 +317,17 @@ def judge_calibrate(
 ) -> None:
     """Measure a judge against human labels (weighted kappa per slice, Kendall's tau of system
     rankings) and record a sealed calibration run; pre-labeling needs one that passed."""
-    from rageval.workflows.calibrate import execute_calibrate
+    from rageval.workflows.calibrate import CalibrationRequest, execute_calibrate
 
-    outcome = execute_calibrate(
+    request = CalibrationRequest(
         input_file(judge, "--judge", "give a params/judges/*.yaml file"),
-        tracker=open_tracker(tracking_uri),
         benchmark=benchmark,
         split=split,
         runs=runs,
         experiment=experiment,
         seed=seed,
     )
+    outcome = execute_calibrate(request, tracker=open_tracker(tracking_uri))
     c = outcome.correlation
     echo(outcome.agreement.per_slice.round(3).to_string())
     echo(
