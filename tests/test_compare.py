@@ -338,39 +338,39 @@ def test_compare_in_process_agrees_with_the_runs_metrics(pair):
 
 
 def test_comparing_different_qrels_hashes_is_refused_before_any_run(pair, tmp_path):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     store, baseline, _ = pair
     other = record_run(store, tags={"rageval.hash.qrels": "0" * 64}, name="other-judgments")
     before = {r.run_id for r in Tracker(store).runs()}
     with pytest.raises(ComparisonError, match="qrels hash differs") as raised:
-        execute_comparison(baseline, [other], tracker=Tracker(store))
+        execute_comparison(ComparisonRequest(baseline, [other]), tracker=Tracker(store))
     assert "--allow-mismatch" in str(raised.value)
     assert {r.run_id for r in Tracker(store).runs()} == before
 
 
 def test_unsealed_runs_are_refused(pair):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     store, baseline, _ = pair
     tracker = Tracker(store)
     open_run = tracker.create_run("compare-tests", "open", params={}, tags={})
     with pytest.raises(ComparisonError, match="RUNNING and not sealed"):
-        execute_comparison(baseline, [open_run], tracker=Tracker(store))
+        execute_comparison(ComparisonRequest(baseline, [open_run]), tracker=Tracker(store))
 
 
 @pytest.mark.e2e
 def test_compare_logs_a_sealed_run_with_the_executed_notebook_and_figures(pair):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     store, baseline, candidate = pair
-    outcome = execute_comparison(
+    request = ComparisonRequest(
         baseline,
         [candidate],
-        tracker=Tracker(store),
         notebook_parameters={"resamples": 1000, "samples": 2000},
         max_release_evaluations=1,
     )
+    outcome = execute_comparison(request, tracker=Tracker(store))
     tracker = Tracker(store)
     run = tracker.run(outcome.run_id)
     assert run.sealed and run.status == "FINISHED" and tracker.verify(outcome.run_id) == []

@@ -258,10 +258,10 @@ def test_the_sheet_neutralises_formulas_and_the_view_escapes_html(tmp_path):
 
 
 def test_a_comparison_run_can_be_reviewed(gate, store, tmp_path):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     tracker = Tracker(store)
-    comparison = execute_comparison(gate["baseline"], [gate["candidate"]], tracker=tracker).run_id
+    comparison = execute_comparison(ComparisonRequest(gate["baseline"], [gate["candidate"]]), tracker=tracker).run_id
     started = start_review(comparison, tmp_path / "r", tracker=tracker, n=2, k=5, critical=["permissions"])
     assert started.manifest["kind"] == "comparison" and started.manifest["measure"] == "nDCG@10"
     assert started.manifest["candidate"] == gate["candidate"]

@@ -17,7 +17,7 @@ from rageval.progress import Reporter
 from rageval.release.simulate_online import Simulation
 from rageval.release.simulate_shadow import SimulatedTraffic, simulate_shadow, write_log
 from rageval.tracking.store import Tracker
-from rageval.workflows.compare import ComparisonOutcome, execute_comparison
+from rageval.workflows.compare import ComparisonOutcome, ComparisonRequest, execute_comparison
 from rageval.workflows.gate import GateOutcome, execute_gate
 from rageval.workflows.release.online import OnlineOutcome, execute_online, simulate_log
 from rageval.workflows.release.record import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
@@ -77,7 +77,8 @@ def execute_demo(
         raise ComparisonError(
             f"the sweep has no member named {baseline!r} to serve as the baseline; members: {', '.join(runs)}"
         )
-    comparison = execute_comparison(runs[baseline].run_id, sweep=swept.parent_run_id, tracker=tracker)
+    compared = ComparisonRequest(runs[baseline].run_id, sweep=swept.parent_run_id)
+    comparison = execute_comparison(compared, tracker=tracker)
     key, _ = swept.primary
     chosen = max(
         (m for m in swept.members if m.name != baseline), key=lambda m: (m.metrics.get(key, float("-inf")), m.name)
