@@ -274,23 +274,21 @@ def test_a_comparison_run_can_be_reviewed(gate, store, tmp_path):
 
 
 def test_select_by_hand():
-    from rageval.release.review import select
+    from rageval.release.review import Focus, select
 
     before = pd.Series({"a": 0.9, "b": 0.5, "c": 0.5, "d": 0.2, "e": 0.4})
     after = pd.Series({"a": 0.1, "b": 0.4, "c": 0.5, "d": 0.9, "e": 0.4})
     same, moved = [("x", "X"), ("y", "Y")], [("y", "Y"), ("x", "X")]
-    frame = select(
-        before,
-        after,
+    focus = Focus(
         n=1,
         slices={"c": ["rare"], "e": ["rare"]},
         critical=["rare"],
         permission=["b", "c"],
-        base_top={"b": same, "c": same, "e": same},
-        cand_top={"b": same, "c": moved, "e": same},
         flagged={"e": ["leak"]},
         carried=["b"],
     )
+    base_top, cand_top = {"b": same, "c": same, "e": same}, {"b": same, "c": moved, "e": same}
+    frame = select(before, after, focus, base_top, cand_top)
     assert frame[["query_id", "reasons"]].values.tolist() == [
         ["a", "loss"],  # n=1: the worst loss only, not b
         ["b", "open-rejection"],  # its top did not change: no permission reason

@@ -34,6 +34,7 @@ from rageval.release.marks import named_pair
 from rageval.release.review import (
     SCRIPTED_REVIEWER,
     Decisions,
+    Focus,
     open_rejections,
     read_decisions,
     review_sheet,
@@ -209,18 +210,15 @@ def start_review(
     cases = pair.benchmark.cases_for(pair.split)
     grades = pair.benchmark.qrels(pair.split)
     base_top, cand_top = top_k(pair.baseline.rankings, k), top_k(pair.candidate.rankings, k)
-    selection = select(
-        before[measure],
-        after[measure],
+    focus = Focus(
         n=n,
         slices=query_slices(pair.baseline.queries),
         critical=critical,
         permission=[c.queryId for c in cases if c.principal],
-        base_top=base_top,
-        cand_top=cand_top,
         flagged=flagged,
         carried=carried,
     )
+    selection = select(before[measure], after[measure], focus, base_top, cand_top)
     chosen = set(selection["query_id"])
     texts = _texts(pair, {p for top in (base_top, cand_top) for q in chosen for _, p in top.get(q, ())})
     sheet = review_sheet(selection, base_top, cand_top, grades, texts, {c.queryId: c.query for c in cases}, measure)
