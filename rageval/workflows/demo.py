@@ -22,7 +22,7 @@ from rageval.workflows.gate import GateOutcome, execute_gate
 from rageval.workflows.release.online import OnlineOutcome, execute_online, simulate_log
 from rageval.workflows.release.record import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
 from rageval.workflows.release.registry import PromoteRequest, PromotionOutcome, execute_promote
-from rageval.workflows.release.review import ReviewOutcome, record_review, start_review
+from rageval.workflows.release.review import ReviewOutcome, ReviewRequest, record_review, start_review
 from rageval.workflows.release.rollback import RollbackOutcome, execute_rollback
 from rageval.workflows.release.shadow import ShadowOutcome, ShadowRequest, execute_shadow
 from rageval.workflows.run import RunOutcome, RunRequest, execute_run
@@ -116,7 +116,7 @@ def _release_path(outcome: DemoOutcome, release_policy_file: str | Path | None, 
     benchmark = config_from_yaml(tracker.run_artifacts(cand).config_yaml).benchmark
     with tempfile.TemporaryDirectory(prefix="rageval-demo-") as tmp:
         folder = Path(tmp)
-        start_review(outcome.gate.run_id, folder / "review", tracker=tracker)
+        start_review(ReviewRequest(outcome.gate.run_id, folder / "review"), tracker=tracker)
         review = record_review(folder / "review", tracker=tracker, scripted=True)
         records = simulate_shadow(
             tracker.rankings(base),
