@@ -273,7 +273,8 @@ def test_explain_query_on_spans_grades_each_runs_own_passages():
 def test_runs_with_different_chunkings_compare_at_passage_level(store):
     baseline = record_run(store, name="chunks-200")
     other = record_run(store, overrides=["chunking.size=80", "chunking.overlap=0"], name="chunks-80")
-    comparison = cmp.compare(load_inputs(Tracker(store), baseline, [other]), resamples=500, samples=500)
+    statistics = cmp.Statistics(resamples=500, samples=500)
+    comparison = cmp.compare(load_inputs(Tracker(store), baseline, [other]), statistics=statistics)
     overall = comparison.overall.set_index(["run", "level", "measure"])
     metrics = Tracker(store).run(other).metrics
     assert overall.loc[("chunks-80", "passage", "nDCG@10"), "mean"] == pytest.approx(metrics["nDCG_at_10"])
@@ -312,7 +313,8 @@ def pair(store) -> tuple[str, str, str]:
 def test_compare_in_process_agrees_with_the_runs_metrics(pair):
     store, baseline, candidate = pair
     tracker = Tracker(store)
-    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=1000, samples=2000)
+    statistics = cmp.Statistics(resamples=1000, samples=2000)
+    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), statistics=statistics)
     assert comparison.primary == "nDCG@10" and list(comparison.candidates) == ["three-candidates"]
     # A run read back carries the metric contract it recorded (metric_contract.json).
     from rageval.evaluation import CONTRACT
@@ -438,7 +440,8 @@ def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_la
 
     store, baseline, candidate = pair
     tracker = Tracker(store)
-    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=200, samples=500)
+    statistics = cmp.Statistics(resamples=200, samples=500)
+    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), statistics=statistics)
     table = cmp.results_table(comparison)
     assert list(table.index) == ["baseline", "three-candidates"]
     assert list(table.columns) == [

@@ -62,6 +62,7 @@ EXPECTED = {
     # comparison, the gate and recording
     "Comparison",
     "compare",
+    "Statistics",  # compare()'s statistical settings
     "Decision",
     "decide",
     "load_policy",
