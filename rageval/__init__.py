@@ -61,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     # comparison and the gate
     "Comparison": "rageval.analysis",
     "compare": "rageval.analysis",
+    "Statistics": "rageval.analysis",
     "Decision": "rageval.analysis",
     "decide": "rageval.analysis",
     "load_policy": "rageval.analysis",
@@ -97,7 +98,7 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 __getattr__, __dir__ = exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time the names load on first use
-    from rageval.analysis import Comparison, Decision, compare, decide, load_policy
+    from rageval.analysis import Comparison, Decision, Statistics, compare, decide, load_policy
     from rageval.benchmark.chunking import Chunk, chunk_corpus, chunk_document, chunk_qrels, config_hash
     from rageval.benchmark.loading import Benchmark, load_benchmark, validate_benchmark
     from rageval.benchmark.schema import BenchmarkSpec, Case, ChunkingConfig, Document, Judgment

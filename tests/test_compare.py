@@ -273,7 +273,8 @@ def test_explain_query_on_spans_grades_each_runs_own_passages():
 def test_runs_with_different_chunkings_compare_at_passage_level(store):
     baseline = record_run(store, name="chunks-200")
     other = record_run(store, overrides=["chunking.size=80", "chunking.overlap=0"], name="chunks-80")
-    comparison = cmp.compare(load_inputs(Tracker(store), baseline, [other]), resamples=500, samples=500)
+    statistics = cmp.Statistics(resamples=500, samples=500)
+    comparison = cmp.compare(load_inputs(Tracker(store), baseline, [other]), statistics=statistics)
     overall = comparison.overall.set_index(["run", "level", "measure"])
     metrics = Tracker(store).run(other).metrics
     assert overall.loc[("chunks-80", "passage", "nDCG@10"), "mean"] == pytest.approx(metrics["nDCG_at_10"])
@@ -312,7 +313,8 @@ def pair(store) -> tuple[str, str, str]:
 def test_compare_in_process_agrees_with_the_runs_metrics(pair):
     store, baseline, candidate = pair
     tracker = Tracker(store)
-    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=1000, samples=2000)
+    statistics = cmp.Statistics(resamples=1000, samples=2000)
+    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), statistics=statistics)
     assert comparison.primary == "nDCG@10" and list(comparison.candidates) == ["three-candidates"]
     # A run read back carries the metric contract it recorded (metric_contract.json).
     from rageval.evaluation import CONTRACT
@@ -338,39 +340,39 @@ def test_compare_in_process_agrees_with_the_runs_metrics(pair):
 
 
 def test_comparing_different_qrels_hashes_is_refused_before_any_run(pair, tmp_path):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     store, baseline, _ = pair
     other = record_run(store, tags={"rageval.hash.qrels": "0" * 64}, name="other-judgments")
     before = {r.run_id for r in Tracker(store).runs()}
     with pytest.raises(ComparisonError, match="qrels hash differs") as raised:
-        execute_comparison(baseline, [other], tracker=Tracker(store))
+        execute_comparison(ComparisonRequest(baseline, [other]), tracker=Tracker(store))
     assert "--allow-mismatch" in str(raised.value)
     assert {r.run_id for r in Tracker(store).runs()} == before
 
 
 def test_unsealed_runs_are_refused(pair):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     store, baseline, _ = pair
     tracker = Tracker(store)
     open_run = tracker.create_run("compare-tests", "open", params={}, tags={})
     with pytest.raises(ComparisonError, match="RUNNING and not sealed"):
-        execute_comparison(baseline, [open_run], tracker=Tracker(store))
+        execute_comparison(ComparisonRequest(baseline, [open_run]), tracker=Tracker(store))
 
 
 @pytest.mark.e2e
 def test_compare_logs_a_sealed_run_with_the_executed_notebook_and_figures(pair):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     store, baseline, candidate = pair
-    outcome = execute_comparison(
+    request = ComparisonRequest(
         baseline,
         [candidate],
-        tracker=Tracker(store),
         notebook_parameters={"resamples": 1000, "samples": 2000},
         max_release_evaluations=1,
     )
+    outcome = execute_comparison(request, tracker=Tracker(store))
     tracker = Tracker(store)
     run = tracker.run(outcome.run_id)
     assert run.sealed and run.status == "FINISHED" and tracker.verify(outcome.run_id) == []
@@ -438,7 +440,8 @@ def test_the_results_table_rounds_marks_significance_and_renders_markdown_and_la
 
     store, baseline, candidate = pair
     tracker = Tracker(store)
-    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), resamples=200, samples=500)
+    statistics = cmp.Statistics(resamples=200, samples=500)
+    comparison = cmp.compare(load_inputs(tracker, baseline, [candidate]), statistics=statistics)
     table = cmp.results_table(comparison)
     assert list(table.index) == ["baseline", "three-candidates"]
     assert list(table.columns) == [

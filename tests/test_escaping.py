@@ -15,7 +15,7 @@ import yaml
 from conftest import write_tiny
 
 from rageval.tracking.store import Tracker
-from rageval.workflows.compare import execute_comparison
+from rageval.workflows.compare import ComparisonRequest, execute_comparison
 from rageval.workflows.run import RunRequest, execute_run
 
 pytestmark = pytest.mark.e2e
@@ -117,7 +117,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tracker = Tracker(f"sqlite:///{tmp / 'mlflow.db'}")
     baseline = execute_run(RunRequest(params_file(tmp, benchmark, "deep", 0.1, 0.0, 20)), tracker)
     candidate = execute_run(RunRequest(params_file(tmp, benchmark, "shallow", 3.0, 1.0, 1)), tracker)
-    comparison = execute_comparison(baseline.run_id, [candidate.run_id], tracker=tracker)
+    comparison = execute_comparison(ComparisonRequest(baseline.run_id, [candidate.run_id]), tracker=tracker)
     return {
         role: Path(tracker.run(run_id).artifact_uri.removeprefix("file://"))
         for role, run_id in (

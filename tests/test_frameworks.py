@@ -331,7 +331,7 @@ def test_langchain_and_llamaindex_beside_bm25_in_one_comparison(tmp_path, store)
     for name, result in results.items():
         assert result.level == "passage" and result.failures.empty, name
     inputs = load_inputs(tracker, runs["bm25"], [runs["team-langchain"], runs["team-llamaindex"]])
-    comparison = cmp.compare(inputs, resamples=200, samples=500)
+    comparison = cmp.compare(inputs, statistics=cmp.Statistics(resamples=200, samples=500))
     overall = comparison.overall.set_index(["run", "measure"])
     for name in runs:
         for measure in ("nDCG@10", "R@20", "MRR"):

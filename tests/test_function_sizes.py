@@ -1,6 +1,6 @@
-"""Functions in rageval/ stay short: at most 80 lines and 10 parameters, unless named here with a
-reason (and, in the files that hold them, a ``# long: <reason>`` comment on the ``def`` line).
-``tools/function_sizes.py`` measures them (and lists those past the ~60 lines / ~8 parameters aim)."""
+"""Functions in rageval/ stay short: at most 60 lines and 8 parameters (the house's aim), unless named
+here with a reason (and, in the files that hold them, a ``# long: <reason>`` comment on the ``def``
+line). ``tools/function_sizes.py`` measures them."""
 
 from __future__ import annotations
 
@@ -10,18 +10,26 @@ import textwrap
 
 from conftest import ROOT
 
-MAX_LINES, MAX_PARAMS = 80, 10
+MAX_LINES, MAX_PARAMS = 60, 8
 TYPER = "a typer command: its options are its parameters, typer's only way to declare them"
 
 # path:function → why it stays long. The list only shrinks: an entry that is no longer over a
 # limit fails the test, so that it is taken out.
 ALLOWED = {
     "rageval/cli/metrics.py:metrics": TYPER,
+    "rageval/cli/runs.py:run": TYPER,
     "rageval/cli/shadow.py:record": TYPER,
+    "rageval/cli/shadow.py:simulate": TYPER,
     "rageval/cli/benchmark.py:import_docs": TYPER,
+    "rageval/cli/benchmark.py:import_trec": TYPER,
     "rageval/cli/benchmark.py:benchmark_label": TYPER,
     "rageval/cli/compare.py:compare": TYPER,
-    "rageval/cli/shadow.py:simulate": TYPER,
+    "rageval/cli/judge.py:judge_pool": TYPER,
+    "rageval/cli/online.py:simulate": TYPER,
+    "rageval/cli/review.py:start": TYPER,
+    "rageval/execution/warm_engine.py:WarmEngine.execute_managed_notebook": (
+        "overrides papermill's NBClientEngine.execute_managed_notebook, whose signature is papermill's"
+    ),
 }
 
 
@@ -38,7 +46,7 @@ def test_no_function_is_over_the_limits_without_a_named_reason():
     unnamed = [
         f"{f.path}:{f.line} {f.name} ({f.lines} lines, {f.params} parameters)"
         for f in over
-        if f"{f.path}:{f.name}" not in ALLOWED
+        if f"{f.path}:{f.name}" not in ALLOWED or not f.reason  # the reason is also said where the function is
     ]
     assert not unnamed, "split these by meaning, or add them to ALLOWED with a reason:\n" + "\n".join(unnamed)
 

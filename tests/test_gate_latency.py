@@ -16,7 +16,7 @@ from test_workflows import sealed_release_run
 
 from rageval.analysis.gate import GateEvidence, GatePolicy, LatencyEvidence, decide, load_policy
 from rageval.errors import PolicyError
-from rageval.experiment.latency import TIMING_COLUMNS, machine, per_query_ms, sample_queries, time_paired
+from rageval.experiment.latency import TIMING_COLUMNS, TimingRequest, machine, per_query_ms, sample_queries, time_paired
 from rageval.tracking.store import Tracker
 from rageval.workflows.gate import execute_gate
 
@@ -185,7 +185,7 @@ def test_both_arms_are_timed_interleaved_on_the_same_queries():
     cand = load_config(ROOT / "params" / "bm25.yaml", ["retrieval.stages.0.k1=1.2"], split="release")
     bench = load_benchmark(base.benchmark)
     queries = sample_queries(bench, "release", 8, seed=0)
-    timed = time_paired(base, cand, bench, queries, rounds=3, warmup=2, cache=False)
+    timed = time_paired(TimingRequest(base, cand, bench, queries, rounds=3, warmup=2), cache=False)
     calls = timed.calls
     assert list(calls.columns) == TIMING_COLUMNS and len(calls) == 8 * 3 * 2  # warm-up calls are not kept
     # Each query's two arms run back to back in each round, in an order that varies.

@@ -121,7 +121,7 @@ def test_the_comparison_lines_up_both_levels_with_significance_per_level(two_run
     store, baseline, candidate = two_runs
     tracker = Tracker(store)
     inputs = load_inputs(tracker, baseline, [candidate])
-    comparison = cmp.compare(inputs, resamples=200, samples=500)
+    comparison = cmp.compare(inputs, statistics=cmp.Statistics(resamples=200, samples=500))
     overall = comparison.overall
     assert set(overall["level"]) == {"passage", "document"}
     assert comparison.primary == "nDCG@10"
@@ -149,7 +149,8 @@ def test_the_comparison_lines_up_both_levels_with_significance_per_level(two_run
         inputs.candidates[0],
         per_query=inputs.candidates[0].per_query.query("level == 'passage'").drop(columns="level"),
     )
-    older = cmp.compare(dataclasses.replace(inputs, candidates=[old]), resamples=200, samples=500)
+    quick = cmp.Statistics(resamples=200, samples=500)
+    older = cmp.compare(dataclasses.replace(inputs, candidates=[old]), statistics=quick)
     assert set(older.overall["level"]) == {"passage"}
     assert not any(m.startswith("parent/") for m in older.measures)
     both = overall.set_index(["run", "measure"])

@@ -63,6 +63,7 @@ EXPECTED = {
     # comparison, the gate and recording
     "Comparison",
     "compare",
+    "Statistics",  # compare()'s statistical settings
     "Decision",
     "decide",
     "load_policy",

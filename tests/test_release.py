@@ -145,10 +145,10 @@ def human_review(store: str, gate: str, folder: Path, reviewer: str = "ada") -> 
     """A review run the review command records from a sheet a person filled: every query accepted."""
     import pandas as pd
 
-    from rageval.workflows.release.review import record_review, start_review
+    from rageval.workflows.release.review import ReviewRequest, record_review, start_review
 
     tracker = Tracker(store)
-    start_review(gate, folder, tracker=tracker)
+    start_review(ReviewRequest(gate, folder), tracker=tracker)
     sheet = folder / "review.csv"
     frame = pd.read_csv(sheet, dtype=str, keep_default_na=False)
     frame["decision"], frame["reviewer"] = "accept", reviewer

@@ -17,7 +17,7 @@ from rageval.config.load import dump_config, load_config
 from rageval.errors import ComparisonError, ConfigError, EvaluationError
 from rageval.experiment.run import run_experiment
 from rageval.tracking.store import Tracker
-from rageval.workflows.compare import execute_comparison
+from rageval.workflows.compare import ComparisonRequest, execute_comparison
 from rageval.workflows.gate import execute_gate
 from rageval.workflows.guards import record_release_evaluation
 from rageval.workflows.run import run_params, run_tags
@@ -145,8 +145,8 @@ def test_gate_and_compare_refuse_a_side_whose_queries_failed(service, url, tmp_p
     assert f"the baseline run {baseline} (broken) has {failed} failed queries" in text
     assert "would count as losses or wins" in text and "failures.json" in text
     with pytest.raises(ComparisonError, match=f"the baseline run {baseline} .* has {failed} failed queries"):
-        execute_comparison(baseline, [candidate], tracker=tracker)
+        execute_comparison(ComparisonRequest(baseline, [candidate]), tracker=tracker)
     # The other way round: the failed run as the candidate.
     with pytest.raises(ComparisonError, match=f"the candidate run {baseline} .* has {failed} failed queries"):
-        execute_comparison(candidate, [baseline], tracker=tracker)
+        execute_comparison(ComparisonRequest(candidate, [baseline]), tracker=tracker)
     assert len(tracker.runs()) == before  # nothing recorded: no gate, no comparison run

@@ -21,7 +21,7 @@ from rageval.judging.review_sheets import write_review
 from rageval.release.review import changed, lost_evidence, review_view, top_k
 from rageval.tracking.store import Tracker
 from rageval.workflows.gate import execute_gate
-from rageval.workflows.release.review import record_review, start_review
+from rageval.workflows.release.review import ReviewRequest, record_review, start_review
 
 FILTERED = 'retrieval.stages=[{"type": "bm25", "k1": %s, "b": %s, "candidates": %s}, {"type": "filter"}]'
 
@@ -66,7 +66,7 @@ def app():
 
 def test_selection_picks_losses_gains_critical_permission_and_flagged_queries(gate, store, tmp_path):
     tracker = Tracker(store)
-    started = start_review(gate["gate"], tmp_path / "r", tracker=tracker, n=3, k=5)
+    started = start_review(ReviewRequest(gate["gate"], tmp_path / "r", n=3, k=5), tracker=tracker)
     reasons = started.manifest["reasons"]
     # Independently of the selection code: the deltas, slices and top lists of the two runs.
     base, cand = tracker.run_artifacts(gate["baseline"]), tracker.run_artifacts(gate["candidate"])
@@ -103,7 +103,7 @@ def test_selection_picks_losses_gains_critical_permission_and_flagged_queries(ga
 def test_a_review_round_trip_records_a_sealed_linked_run(gate, store, tmp_path):
     tracker = Tracker(store)
     folder = tmp_path / "r"
-    start_review(gate["gate"], folder, tracker=tracker, n=2, k=5)
+    start_review(ReviewRequest(gate["gate"], folder, n=2, k=5), tracker=tracker)
     fill(folder, lambda row: ("accept", "looked fine"))
     result = CliRunner().invoke(app(), ["review", "record", str(folder), "--reviewer", "ana", "--tracking-uri", store])
     assert result.exit_code == 0, result.output
@@ -128,7 +128,7 @@ def test_a_review_round_trip_records_a_sealed_linked_run(gate, store, tmp_path):
 def test_bad_decisions_are_refused_naming_file_line_and_field(gate, store, tmp_path):
     tracker = Tracker(store)
     folder = tmp_path / "r"
-    start_review(gate["gate"], folder, tracker=tracker, n=2, k=5)
+    start_review(ReviewRequest(gate["gate"], folder, n=2, k=5), tracker=tracker)
     sheet = fill(folder, lambda row: ("accept", ""))
     frame = pd.read_csv(sheet, dtype=str, keep_default_na=False)
     frame.loc[0, "decision"] = "approve"
@@ -153,7 +153,7 @@ def test_bad_decisions_are_refused_naming_file_line_and_field(gate, store, tmp_p
 def test_an_undecided_row_makes_the_review_incomplete(gate, store, tmp_path):
     tracker = Tracker(store)
     folder = tmp_path / "r"
-    start_review(gate["gate"], folder, tracker=tracker, n=2, k=5)
+    start_review(ReviewRequest(gate["gate"], folder, n=2, k=5), tracker=tracker)
     with pytest.raises(InputError, match="no row of the sheet has a decision .* is this the blank sheet"):
         record_review(folder, tracker=tracker, reviewer="bo")
     fill(folder, lambda row: ("accept", "") if row.name else ("", ""))  # the first row left blank
@@ -169,7 +169,7 @@ def test_an_undecided_row_makes_the_review_incomplete(gate, store, tmp_path):
 def test_a_later_review_resolves_an_earlier_rejection(gate, store, tmp_path):
     tracker = Tracker(store)
     first = tmp_path / "first"
-    start_review(gate["gate"], first, tracker=tracker, n=2, k=5)
+    start_review(ReviewRequest(gate["gate"], first, n=2, k=5), tracker=tracker)
     target = json.loads((first / "review.json").read_text())["queries"][0]
     fill(first, lambda row: ("reject", "lost the refund policy") if row["query_id"] == target else ("accept", ""))
     earlier = record_review(first, tracker=tracker, reviewer="ana")
@@ -177,7 +177,7 @@ def test_a_later_review_resolves_an_earlier_rejection(gate, store, tmp_path):
     assert tracker.run(earlier.run_id).tags["rageval.review.open_rejections"] == "1"
 
     second = tmp_path / "second"
-    started = start_review(gate["gate"], second, tracker=tracker, n=0, k=5, resolves=earlier.run_id)
+    started = start_review(ReviewRequest(gate["gate"], second, n=0, k=5, resolves=earlier.run_id), tracker=tracker)
     assert "open-rejection" in started.manifest["reasons"][target]
     fill(second, lambda row: ("accept", ""))
     with pytest.raises(InputError, match="accepting a query an earlier review rejected, without a note"):
@@ -198,7 +198,7 @@ def test_a_later_review_resolves_an_earlier_rejection(gate, store, tmp_path):
     ]
     # needs-judgment leaves an earlier rejection open, carried with the review that made it
     third = tmp_path / "third"
-    start_review(gate["gate"], third, tracker=tracker, n=0, k=5, resolves=earlier.run_id)
+    start_review(ReviewRequest(gate["gate"], third, n=0, k=5, resolves=earlier.run_id), tracker=tracker)
     fill(third, lambda row: ("needs-judgment", "") if row["query_id"] == target else ("accept", ""))
     still = record_review(third, tracker=tracker, reviewer="cy")
     assert [(e["query_id"], e["review"]) for e in still.open] == [(target, earlier.run_id)]
@@ -258,11 +258,12 @@ def test_the_sheet_neutralises_formulas_and_the_view_escapes_html(tmp_path):
 
 
 def test_a_comparison_run_can_be_reviewed(gate, store, tmp_path):
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
     tracker = Tracker(store)
-    comparison = execute_comparison(gate["baseline"], [gate["candidate"]], tracker=tracker).run_id
-    started = start_review(comparison, tmp_path / "r", tracker=tracker, n=2, k=5, critical=["permissions"])
+    comparison = execute_comparison(ComparisonRequest(gate["baseline"], [gate["candidate"]]), tracker=tracker).run_id
+    request = ReviewRequest(comparison, tmp_path / "r", n=2, k=5, critical=["permissions"])
+    started = start_review(request, tracker=tracker)
     assert started.manifest["kind"] == "comparison" and started.manifest["measure"] == "nDCG@10"
     assert started.manifest["candidate"] == gate["candidate"]
     reasons = started.manifest["reasons"].values()
@@ -274,23 +275,21 @@ def test_a_comparison_run_can_be_reviewed(gate, store, tmp_path):
 
 
 def test_select_by_hand():
-    from rageval.release.review import select
+    from rageval.release.review import Focus, select
 
     before = pd.Series({"a": 0.9, "b": 0.5, "c": 0.5, "d": 0.2, "e": 0.4})
     after = pd.Series({"a": 0.1, "b": 0.4, "c": 0.5, "d": 0.9, "e": 0.4})
     same, moved = [("x", "X"), ("y", "Y")], [("y", "Y"), ("x", "X")]
-    frame = select(
-        before,
-        after,
+    focus = Focus(
         n=1,
         slices={"c": ["rare"], "e": ["rare"]},
         critical=["rare"],
         permission=["b", "c"],
-        base_top={"b": same, "c": same, "e": same},
-        cand_top={"b": same, "c": moved, "e": same},
         flagged={"e": ["leak"]},
         carried=["b"],
     )
+    base_top, cand_top = {"b": same, "c": same, "e": same}, {"b": same, "c": moved, "e": same}
+    frame = select(before, after, focus, base_top, cand_top)
     assert frame[["query_id", "reasons"]].values.tolist() == [
         ["a", "loss"],  # n=1: the worst loss only, not b
         ["b", "open-rejection"],  # its top did not change: no permission reason

@@ -28,7 +28,7 @@ from rageval.hashing import sha256_bytes
 from rageval.keys import KEY_ENV, KEY_FILE_ENV, seal_key
 from rageval.tracking.seal import HMAC_TAG, UNKEYED_NOTE, encode
 from rageval.tracking.store import Tracker
-from rageval.workflows.compare import execute_comparison
+from rageval.workflows.compare import ComparisonRequest, execute_comparison
 from rageval.workflows.gate import execute_gate
 from rageval.workflows.guards import sealed_and_intact
 from rageval.workflows.readback import candidate_ids
@@ -340,7 +340,7 @@ def test_tampering_is_named_by_verify_and_refused_by_compare_and_gate(world: Wor
         sealed_and_intact(tracker, run_id)
     assert case.expected[0] in str(refused.value)
     with pytest.raises((VerificationError, ComparisonError)) as compared:
-        execute_comparison(world.baseline, [run_id], tracker=tracker)
+        execute_comparison(ComparisonRequest(world.baseline, [run_id]), tracker=tracker)
     assert case.expected[0] in str(compared.value)
     with pytest.raises((VerificationError, ComparisonError)) as gated:
         execute_gate(world.baseline, run_id, POLICY, tracker=tracker)
@@ -373,7 +373,7 @@ def test_a_run_tagged_into_a_sweep_is_refused(world: World):
     intruder = sealed_run(world, "intruder")
     world.tracker.client.set_tag(intruder, "mlflow.parentRunId", parent)
     with pytest.raises(ComparisonError) as refused:
-        execute_comparison(world.baseline, sweep=parent, tracker=world.tracker)
+        execute_comparison(ComparisonRequest(world.baseline, sweep=parent), tracker=world.tracker)
     assert (
         f"run {intruder} (intruder) has mlflow.parentRunId = {parent}, but the sweep's summary.json does not list it"
         in str(refused.value)
@@ -384,7 +384,7 @@ def test_a_member_untagged_from_its_sweep_is_refused(world: World):
     parent, ids = sealed_sweep(world, ["out-a", "out-b"])
     world.tracker.client.delete_tag(ids["out-b"], "mlflow.parentRunId")
     with pytest.raises(ComparisonError) as refused:
-        execute_comparison(world.baseline, sweep=parent, tracker=world.tracker)
+        execute_comparison(ComparisonRequest(world.baseline, sweep=parent), tracker=world.tracker)
     assert (
         f"sweep member out-b (run {ids['out-b']}) is listed in the sweep's summary.json but no longer has "
         f"mlflow.parentRunId = {parent}"

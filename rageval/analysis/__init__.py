@@ -6,7 +6,7 @@ values sealed runs hold (:mod:`rageval.analysis.records`). Reading runs back fro
 - ``paired``: per-query scores paired by query ID; the paired test and its Holm family
 - ``tables``: significance per run × slice × measure, per-query deltas, stages, the frontier
 - ``diffs``: rankings as their measures saw them, the recall curve, gains and losses explained
-- ``compare``: :class:`ComparisonInputs` → :class:`Comparison`, and its displays
+- ``compare``: :class:`ComparisonInputs` → :class:`Comparison` (its :class:`Statistics` settings), and its displays
 - ``plots``: matplotlib figures of a comparison and of one run (matplotlib loaded on use)
 - ``gate``: the decision a release policy gives; ``gate_policy`` the policy model,
   ``gate_latency`` the latency rules, ``noninferiority`` the margin rules
@@ -33,6 +33,7 @@ _EXPORTS = {
     "short_value": "rageval.analysis.comparability",
     "Comparison": "rageval.analysis.comparison",
     "ComparisonInputs": "rageval.analysis.comparison",
+    "Statistics": "rageval.analysis.comparison",
     "compare": "rageval.analysis.comparison",
     "labels_for": "rageval.analysis.comparison",
     "overall_display": "rageval.analysis.comparison",
@@ -99,6 +100,7 @@ __all__ = [
     "RELEASE_SPLIT",
     "RuleResult",
     "SliceRule",
+    "Statistics",
     "Verdict",
     "check_comparable",
     "check_policy_against",
@@ -151,6 +153,7 @@ if TYPE_CHECKING:
     from rageval.analysis.comparison import (
         Comparison,
         ComparisonInputs,
+        Statistics,
         compare,
         labels_for,
         overall_display,

@@ -10,7 +10,7 @@ Everything here computes from values and returns values; nothing is recorded (th
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -171,20 +171,31 @@ TEST_SETTINGS = {
 }
 
 
+@dataclass(frozen=True)
+class Statistics:
+    """How a comparison's intervals and tests are computed: bootstrap intervals at ``confidence`` over
+    ``resamples``, the paired randomization test over ``samples`` sign flips, both seeded by ``seed``."""
+
+    confidence: float = 0.95
+    resamples: int = 10_000
+    samples: int = 10_000
+    seed: int = 0
+
+
 def compare(
     inputs: ComparisonInputs,
     *,
     measures: Sequence[str] | None = None,
     top_n: int = 10,
     depth: int = 10,
-    confidence: float = 0.95,
-    resamples: int = 10_000,
-    samples: int = 10_000,
-    seed: int = 0,
     max_k: int = 100,
+    statistics: Statistics | None = None,
 ) -> Comparison:
     """Compute every table of a comparison. ``measures``: default, those every run recorded, in
-    the baseline's order; the first is the primary measure (diffs, slice plot, frontier)."""
+    the baseline's order; the first is the primary measure (diffs, slice plot, frontier). ``top_n``
+    gains and losses are explained, ``depth`` deep; Recall@k runs to ``max_k``; ``statistics``:
+    default, :class:`Statistics`' defaults."""
+    statistics = statistics or Statistics()
     runs = [inputs.baseline, *inputs.candidates]
     refuse_failed_queries(
         [("baseline", inputs.baseline.info, inputs.baseline.queries)]
@@ -195,19 +206,7 @@ def compare(
     baseline = labels[inputs.baseline.info.run_id]
     baseline_order = config_from_yaml(inputs.baseline.config_yaml).evaluation.measures
     chosen = _measures(scores, baseline, baseline_order, measures)
-    table = significance_table(
-        scores,
-        baseline,
-        query_slices(inputs.baseline.queries),
-        chosen,
-        confidence=confidence,
-        resamples=resamples,
-        samples=samples,
-        seed=seed,
-    )
-    # A passage-level run's parent measures (``parent/…``, from runs that recorded them) line up beside its own.
-    levels = [measure_level(m, inputs.judgments.level) for m in table["measure"]]
-    table.insert(table.columns.get_loc("measure") + 1, "level", levels)
+    table = _leveled_table(inputs, scores, baseline, chosen, statistics)
     deltas = per_query_deltas(scores, baseline, chosen)
     orders, recall = _orders_and_recall(runs, labels, scores, inputs.judgments, max_k)
     diffs = diff_table(deltas, chosen[0], inputs.judgments, orders, baseline, top_n=top_n, depth=depth)
@@ -230,11 +229,32 @@ def compare(
         costs=_costs(runs, labels, chosen[0]),
         differences=list(inputs.differences),
         warnings=list(inputs.warnings),
-        settings={
-            **{"confidence": confidence, "resamples": resamples, "samples": samples, "seed": seed},
-            **{"top_n": top_n, "depth": depth, **TEST_SETTINGS},
-        },
+        settings={**asdict(statistics), **{"top_n": top_n, "depth": depth, **TEST_SETTINGS}},
     )
+
+
+def _leveled_table(
+    inputs: ComparisonInputs,
+    scores: dict[str, pd.DataFrame],
+    baseline: str,
+    measures: list[str],
+    statistics: Statistics,
+) -> pd.DataFrame:
+    """The significance table of every run, slice and measure, with the level each measure is at."""
+    table = significance_table(
+        scores,
+        baseline,
+        query_slices(inputs.baseline.queries),
+        measures,
+        confidence=statistics.confidence,
+        resamples=statistics.resamples,
+        samples=statistics.samples,
+        seed=statistics.seed,
+    )
+    # A passage-level run's parent measures (``parent/…``, from runs that recorded them) line up beside its own.
+    levels = [measure_level(m, inputs.judgments.level) for m in table["measure"]]
+    table.insert(table.columns.get_loc("measure") + 1, "level", levels)
+    return table
 
 
 def _orders_and_recall(

@@ -151,20 +151,20 @@ def compare(  # long: a typer command: its options are its parameters, typer's o
 ) -> None:
     """Compare sealed runs through the comparison notebook; record a sealed comparison run."""
     from rageval.analysis import significance_display
-    from rageval.workflows.compare import execute_comparison
+    from rageval.workflows.compare import ComparisonRequest, execute_comparison
 
-    outcome = execute_comparison(
+    request = ComparisonRequest(
         baseline,
         candidate,
         sweep=sweep,
         allow_mismatch=allow_mismatch,
-        tracker=open_tracker(tracking_uri),
         experiment=experiment,
         notebook=notebook,
+        notebook_parameters=parse_notebook_parameters(parameter),
         timeout=timeout,
         max_release_evaluations=max_release_evaluations,
-        notebook_parameters=parse_notebook_parameters(parameter),
     )
+    outcome = execute_comparison(request, tracker=open_tracker(tracking_uri))
     for difference in outcome.differences:
         echo(f"warning: compared despite a mismatch (--allow-mismatch, recorded): {difference}", err=True)
     for warning in outcome.warnings:

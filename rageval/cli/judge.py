@@ -25,7 +25,7 @@ from rageval.errors import InputError, Problem
 
 
 @judge_app.command("pool")
-def judge_pool(
+def judge_pool(  # long: a typer command: its options are its parameters, typer's only way to declare them
     out: Annotated[Path, typer.Option(help="new folder for pool.json, sheet.csv and sheet.jsonl")],
     depth: Annotated[int, typer.Option(help="pool the top K items of each run")] = 10,
     runs: Annotated[list[str], typer.Option("--runs", help="sealed MLflow run ID (repeat)")] = [],
@@ -317,17 +317,17 @@ def judge_calibrate(
 ) -> None:
     """Measure a judge against human labels (weighted kappa per slice, Kendall's tau of system
     rankings) and record a sealed calibration run; pre-labeling needs one that passed."""
-    from rageval.workflows.calibrate import execute_calibrate
+    from rageval.workflows.calibrate import CalibrationRequest, execute_calibrate
 
-    outcome = execute_calibrate(
+    request = CalibrationRequest(
         input_file(judge, "--judge", "give a params/judges/*.yaml file"),
-        tracker=open_tracker(tracking_uri),
         benchmark=benchmark,
         split=split,
         runs=runs,
         experiment=experiment,
         seed=seed,
     )
+    outcome = execute_calibrate(request, tracker=open_tracker(tracking_uri))
     c = outcome.correlation
     echo(outcome.agreement.per_slice.round(3).to_string())
     echo(
@@ -355,18 +355,18 @@ def judge_prelabel(
     """Pre-label a pool with a judge calibrated on the pool's benchmark version and split: labels
     (marked with the judge's assessor), the per-item detail, and a blind review sheet of the items that
     need a human."""
-    from rageval.workflows.judge import execute_prelabel
+    from rageval.workflows.judge import PrelabelRequest, execute_prelabel
 
-    done = execute_prelabel(
+    request = PrelabelRequest(
         pool_dir,
         input_file(judge, "--judge", "give a params/judges/*.yaml file"),
-        tracker=open_tracker(tracking_uri),
         out=out,
         benchmark=benchmark,
         experiment=experiment,
         seed=seed,
         calibration_run=calibration,
     )
+    done = execute_prelabel(request, tracker=open_tracker(tracking_uri))
     if done.across:
         echo(f"note: {done.across} (recorded on the prelabel run)")
     s = done.prelabels.summary()

@@ -20,7 +20,7 @@ app.add_typer(review_app, name="review")
 
 
 @review_app.command("start")
-def start(
+def start(  # long: a typer command: its options are its parameters, typer's only way to declare them
     run: Annotated[str, typer.Argument(help="sealed gate (or comparison) run ID")],
     out: Annotated[Path, typer.Option(help="the review folder to write (must hold no review)")],
     n: Annotated[int, typer.Option("-n", help="largest losses and gains to include, each")] = 5,
@@ -36,19 +36,12 @@ def start(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Select the queries a gate decision rests on and write the review sheet."""
-    from rageval.workflows.release.review import start_review
+    from rageval.workflows.release.review import ReviewRequest, start_review
 
-    started = start_review(
-        run,
-        out,
-        tracker=open_tracker(tracking_uri),
-        n=n,
-        k=k,
-        measure=measure,
-        critical=critical or [],
-        candidate=candidate,
-        resolves=resolves,
+    request = ReviewRequest(
+        run, out, n=n, k=k, measure=measure, critical=critical or [], candidate=candidate, resolves=resolves
     )
+    started = start_review(request, tracker=open_tracker(tracking_uri))
     for query_id, reasons in started.manifest["reasons"].items():
         echo(f"{query_id}: {reasons}")
     echo(f"{len(started.manifest['queries'])} queries to review: fill {out / 'review.csv'} (decision, reviewer, note)")

@@ -107,35 +107,41 @@ def _timed(pipeline: Pipeline, query: Query) -> tuple[float, float]:
             gc.enable()
 
 
-def time_paired(
-    baseline: RunConfig,
-    candidate: RunConfig,
-    benchmark: Benchmark,
-    queries: list[Query],
-    *,
-    rounds: int,
-    warmup: int,
-    seed: int = 0,
-    threads: int | None = 1,
-    cache: Cache | None | bool = True,
-) -> PairedTimings:
-    """Build, warm up and time both configurations on ``queries`` (see the module docstring);
-    ``threads``: torch's intra-op threads while warming up and timing (``None``: as they are)."""
+@dataclass(frozen=True)
+class TimingRequest:
+    """Two configurations to time side by side on ``queries`` of ``benchmark``: ``warmup`` untimed
+    queries per arm, then ``rounds`` timed passes ordered by ``seed``; ``threads``: torch's intra-op
+    threads while warming up and timing (``None``: as they are)."""
+
+    baseline: RunConfig
+    candidate: RunConfig
+    benchmark: Benchmark
+    queries: list[Query]
+    rounds: int
+    warmup: int
+    seed: int = 0
+    threads: int | None = 1
+
+
+def time_paired(request: TimingRequest, *, cache: Cache | None | bool = True) -> PairedTimings:
+    """Build, warm up and time both configurations on the request's queries (see the module
+    docstring); ``cache``: the pipelines' cache (True: the default one; False or None: none)."""
+    queries, warmup = request.queries, request.warmup
     if not queries:
         raise ValueError("no query to time")
     store = Cache() if cache is True else (cache or None)
     pipelines, build_s = {}, {}
-    for arm, config in zip(ARMS, (baseline, candidate), strict=True):
+    for arm, config in zip(ARMS, (request.baseline, request.candidate), strict=True):
         started = time.perf_counter()
-        pipelines[arm] = build_pipeline(config, benchmark, store)
+        pipelines[arm] = build_pipeline(config, request.benchmark, store)
         build_s[arm] = time.perf_counter() - started
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(request.seed)
     rows = []
-    with _torch_threads(threads):
+    with _torch_threads(request.threads):
         for arm in ARMS:
             for query in (queries * warmup)[:warmup]:
                 pipelines[arm].run([query])
-        for round_ in range(rounds):
+        for round_ in range(request.rounds):
             gc.collect()
             position = 0
             for index in rng.permutation(len(queries)).tolist():

@@ -11,7 +11,7 @@ top ``k`` and the candidate has not. A *rejection is resolved* when a later revi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,19 +61,22 @@ def new_unjudged(query_id: str, before: Top, after: Top, grades: Mapping[str, Ma
     return list(dict.fromkeys(p for _, p in after.get(query_id, ()) if p not in judged and p not in seen))
 
 
-def select(
-    before: pd.Series,
-    after: pd.Series,
-    *,
-    n: int,
-    slices: Mapping[str, Sequence[str]],
-    critical: Iterable[str],
-    permission: Iterable[str],
-    base_top: Top,
-    cand_top: Top,
-    flagged: Mapping[str, Sequence[str]] | None = None,
-    carried: Iterable[str] = (),
-) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Focus:
+    """What draws a query to review besides the scores: the ``n`` largest losses and gains, the
+    ``critical`` slices (``slices``: each query's labels) and the ``permission`` queries whose top
+    ``k`` changed, the gate's ``flagged`` queries with their reasons, and the queries an earlier review
+    rejected and left open (``carried``)."""
+
+    n: int
+    slices: Mapping[str, Sequence[str]]
+    critical: Collection[str]
+    permission: Collection[str]
+    flagged: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    carried: Collection[str] = ()
+
+
+def select(before: pd.Series, after: pd.Series, focus: Focus, base_top: Top, cand_top: Top) -> pd.DataFrame:
     """The queries to review: ``query_id``, ``reasons`` (``;``-joined), ``baseline``, ``candidate``,
     ``delta`` of the measure whose per-query scores ``before`` and ``after`` are; worst delta first."""
     both = before.index.intersection(after.index)
@@ -84,23 +87,23 @@ def select(
     def add(query_id: str, reason: str) -> None:
         reasons.setdefault(str(query_id), []).append(reason)
 
-    for query_id in ranked.index[ranked["delta"] < 0][:n]:
+    for query_id in ranked.index[ranked["delta"] < 0][: focus.n]:
         add(query_id, "loss")
     gains = ranked[ranked["delta"] > 0].sort_values(["delta", "id"], ascending=[False, True], kind="stable")
-    for query_id in gains.index[:n]:
+    for query_id in gains.index[: focus.n]:
         add(query_id, "gain")
-    critical = set(critical)
-    for query_id, labels in sorted(slices.items()):
+    critical = set(focus.critical)
+    for query_id, labels in sorted(focus.slices.items()):
         hit = sorted(critical.intersection(labels))
         if hit and changed(query_id, base_top, cand_top):
             add(query_id, "critical:" + ",".join(hit))
-    for query_id in sorted(set(permission)):
+    for query_id in sorted(set(focus.permission)):
         if changed(query_id, base_top, cand_top):
             add(query_id, "permission")
-    for query_id, why in sorted((flagged or {}).items()):
+    for query_id, why in sorted(focus.flagged.items()):
         for reason in why:
             add(query_id, reason)
-    for query_id in sorted(set(carried)):
+    for query_id in sorted(set(focus.carried)):
         add(query_id, "open-rejection")
     frame = pd.DataFrame(
         {

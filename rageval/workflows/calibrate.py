@@ -87,32 +87,43 @@ class _Calibration:
         return _calibration_reasons(self.agreement, self.correlation, len(self.infos), self.judge.config.calibration)
 
 
+@dataclass(frozen=True)
+class CalibrationRequest:
+    """One judge to calibrate, as ``rageval judge calibrate`` and the tests give it: ``benchmark`` and
+    ``split`` default to the judge configuration's ``calibration`` ones, ``runs`` (re-scored for
+    Kendall's tau) to every matching sealed evaluation run in the store, ``experiment`` to
+    ``judge-<name>``; ``seed`` orders the judging."""
+
+    judge_file: str | Path
+    benchmark: str | Path | None = None
+    split: str | None = None
+    runs: Sequence[str] = ()
+    experiment: str | None = None
+    seed: int = 0
+
+
 def execute_calibrate(
-    judge_file: str | Path,
+    request: CalibrationRequest,
     *,
     tracker: Tracker,
-    benchmark: str | Path | None = None,
-    split: str | None = None,
-    runs: Sequence[str] = (),
-    experiment: str | None = None,
-    seed: int = 0,
     backend: Backend | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> CalibrationOutcome:
     """Judge the calibration benchmark's judged units, compare with the human grades and record a
-    sealed calibration run; ``runs`` (default: every matching sealed evaluation run in the store)
-    are re-scored under both label sets for Kendall's tau."""
-    judge = load_judge(judge_file)
+    sealed calibration run; the request's ``runs`` are re-scored under both label sets for Kendall's
+    tau. ``backend``: a judge backend of the caller's (kept open), instead of the configuration's."""
+    judge = load_judge(request.judge_file)
     rule = judge.config.calibration
-    bench = load_benchmark(benchmark or benchmark_path(rule.benchmark))
-    chosen_split = split or rule.split
+    bench = load_benchmark(request.benchmark or benchmark_path(rule.benchmark))
+    chosen_split = request.split or rule.split
     made, identity = (backend, {}) if backend is not None else make_backend(judge)
-    manifest, human = calibration_pool(bench, chosen_split, seed)
-    result = prelabel_pool(manifest, bench, judge, made, seed, progress, owned=backend is None)
+    manifest, human = calibration_pool(bench, chosen_split, request.seed)
+    result = prelabel_pool(manifest, bench, judge, made, request.seed, progress, owned=backend is None)
     _some_reply(judge, result)
     judged = {r.item.itemId: int(r.grade) for r in result.results if r.grade is not None}
     slices = {item.itemId: item.slice for item in manifest.items}
     agreement = agreement_with_humans(human, judged, slices, list(judge.config.rubric), rule.weights)
+    runs = request.runs
     infos = [sealed_and_intact(tracker, r) for r in runs] if runs else evaluation_runs(tracker, bench, chosen_split)
     cases = [case.queryId for case in bench.cases_for(chosen_split)]
     correlation = system_ranking_correlation(
@@ -122,7 +133,7 @@ def execute_calibrate(
         rule.measure,
     )
     calibration = _Calibration(judge, identity, bench, chosen_split, result, human, agreement, correlation, infos)
-    return _record_calibration(calibration, tracker, experiment)
+    return _record_calibration(calibration, tracker, request.experiment)
 
 
 def _record_calibration(c: _Calibration, tracker: Tracker, experiment: str | None) -> CalibrationOutcome:

@@ -49,34 +49,41 @@ class ComparisonOutcome:
     results: dict[str, str] = field(default_factory=dict)  # format → the results table (results.txt/.md/.tex)
 
 
-def execute_comparison(
-    baseline: str,
-    candidates: Sequence[str] = (),
-    *,
-    sweep: str | None = None,
-    allow_mismatch: bool = False,
-    tracker: Tracker,
-    experiment: str | None = None,
-    notebook: str | Path | None = None,
-    notebook_parameters: Mapping[str, Any] | None = None,
-    timeout: int | None = None,
-    max_release_evaluations: int = DEFAULT_MAX_RELEASE_EVALUATIONS,
-) -> ComparisonOutcome:
+@dataclass(frozen=True)
+class ComparisonRequest:
+    """One comparison, as ``rageval compare``, the demo and the tests give it: the baseline and the
+    candidates, or a sweep's parent whose sealed members are candidates; ``allow_mismatch``: compare
+    runs whose contract differs (recorded); ``experiment`` defaults to the baseline's, ``notebook`` to
+    notebooks/compare.ipynb, run with ``notebook_parameters``; a candidate's family past
+    ``max_release_evaluations`` release evaluations is warned of."""
+
+    baseline: str
+    candidates: Sequence[str] = ()
+    sweep: str | None = None
+    allow_mismatch: bool = False
+    experiment: str | None = None
+    notebook: str | Path | None = None
+    notebook_parameters: Mapping[str, Any] | None = None
+    timeout: int | None = None
+    max_release_evaluations: int = DEFAULT_MAX_RELEASE_EVALUATIONS
+
+
+def execute_comparison(request: ComparisonRequest, *, tracker: Tracker) -> ComparisonOutcome:
     """Check the runs (sealed, intact, comparable), then execute the comparison notebook into a
     new comparison run and seal it."""
-
-    notebook = Path(notebook) if notebook else default_compare_notebook()
-    extra = dict(notebook_parameters or {})
+    notebook = Path(request.notebook) if request.notebook else default_compare_notebook()
+    extra = dict(request.notebook_parameters or {})
     check_parameters(notebook, extra, required=COMPARE_PARAMETERS)
+    baseline, sweep, allow_mismatch = request.baseline, request.sweep, request.allow_mismatch
     base = sealed_and_intact(tracker, baseline)
-    ids, _, left_out = candidate_ids(tracker, baseline, candidates, sweep)
+    ids, _, left_out = candidate_ids(tracker, baseline, request.candidates, sweep)
     infos = [sealed_and_intact(tracker, i) for i in ids]
     refuse_failed_queries([("baseline", base, None), *(("candidate", i, None) for i in infos)])
     found = check_comparable(base, infos, allow_mismatch=allow_mismatch)
-    release = release_warnings(tracker, infos, max_release_evaluations)
+    release = release_warnings(tracker, infos, request.max_release_evaluations)
     warnings = left_out + release
 
-    name = experiment or tracker.experiment_name(base.experiment_id)
+    name = request.experiment or tracker.experiment_name(base.experiment_id)
     names = ", ".join(i.name for i in infos[:3]) + (f" and {len(infos) - 3} more" if len(infos) > 3 else "")
     link = sweep_link(sweep, [base, *infos])
     notes = {
@@ -87,7 +94,10 @@ def execute_comparison(
     tags = comparison_tags(base, ids, allow_mismatch, link) | {k: "\n".join(v)[:4000] for k, v in notes.items() if v}
     # The baseline, candidates, sweep and allow_mismatch are tags (rageval.baseline, rageval.candidates,
     # rageval.compare.*): a param each too would be 4 more columns of the same values.
-    params = {"max_release_evaluations": max_release_evaluations, **{f"notebook.{k}": v for k, v in extra.items()}}
+    params = {
+        "max_release_evaluations": request.max_release_evaluations,
+        **{f"notebook.{k}": v for k, v in extra.items()},
+    }
     run_id = tracker.create_run(name, f"compare {base.name} vs {names}", params=params, tags=tags)
     parameters = {
         **extra,
@@ -97,7 +107,7 @@ def execute_comparison(
         "allow_mismatch": allow_mismatch,
         "notes": warnings,
     }
-    execute_into(tracker, run_id, notebook, parameters, timeout)
+    execute_into(tracker, run_id, notebook, parameters, request.timeout)
     overall, results = read_results(tracker, run_id)
     try:
         with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:

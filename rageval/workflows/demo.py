@@ -17,12 +17,12 @@ from rageval.progress import Reporter
 from rageval.release.simulate_online import Simulation
 from rageval.release.simulate_shadow import SimulatedTraffic, simulate_shadow, write_log
 from rageval.tracking.store import Tracker
-from rageval.workflows.compare import ComparisonOutcome, execute_comparison
+from rageval.workflows.compare import ComparisonOutcome, ComparisonRequest, execute_comparison
 from rageval.workflows.gate import GateOutcome, execute_gate
 from rageval.workflows.release.online import OnlineOutcome, execute_online, simulate_log
 from rageval.workflows.release.record import ChecklistOutcome, ReleaseOutcome, execute_checklist, execute_release
 from rageval.workflows.release.registry import PromoteRequest, PromotionOutcome, execute_promote
-from rageval.workflows.release.review import ReviewOutcome, record_review, start_review
+from rageval.workflows.release.review import ReviewOutcome, ReviewRequest, record_review, start_review
 from rageval.workflows.release.rollback import RollbackOutcome, execute_rollback
 from rageval.workflows.release.shadow import ShadowOutcome, ShadowRequest, execute_shadow
 from rageval.workflows.run import RunOutcome, RunRequest, execute_run
@@ -77,7 +77,8 @@ def execute_demo(
         raise ComparisonError(
             f"the sweep has no member named {baseline!r} to serve as the baseline; members: {', '.join(runs)}"
         )
-    comparison = execute_comparison(runs[baseline].run_id, sweep=swept.parent_run_id, tracker=tracker)
+    compared = ComparisonRequest(runs[baseline].run_id, sweep=swept.parent_run_id)
+    comparison = execute_comparison(compared, tracker=tracker)
     key, _ = swept.primary
     chosen = max(
         (m for m in swept.members if m.name != baseline), key=lambda m: (m.metrics.get(key, float("-inf")), m.name)
@@ -115,7 +116,7 @@ def _release_path(outcome: DemoOutcome, release_policy_file: str | Path | None, 
     benchmark = config_from_yaml(tracker.run_artifacts(cand).config_yaml).benchmark
     with tempfile.TemporaryDirectory(prefix="rageval-demo-") as tmp:
         folder = Path(tmp)
-        start_review(outcome.gate.run_id, folder / "review", tracker=tracker)
+        start_review(ReviewRequest(outcome.gate.run_id, folder / "review"), tracker=tracker)
         review = record_review(folder / "review", tracker=tracker, scripted=True)
         records = simulate_shadow(
             tracker.rankings(base),

@@ -32,7 +32,7 @@ from rageval.benchmark.schema import RELEASE_SPLIT
 from rageval.config.load import config_from_yaml
 from rageval.config.schema import RunConfig
 from rageval.errors import ComparisonError
-from rageval.experiment.latency import PairedTimings, machine, per_query_ms, sample_queries, time_paired
+from rageval.experiment.latency import PairedTimings, TimingRequest, machine, per_query_ms, sample_queries, time_paired
 from rageval.hashing import sha256_bytes
 from rageval.paths import project_root
 from rageval.release.marks import POLICY_TAG, VERDICT_TAG
@@ -320,7 +320,7 @@ def measure_latency(
             f"({', '.join(changed)} differ): the gate times both pipelines on it; check out that version"
         )
     queries = sample_queries(benchmark, RELEASE_SPLIT, rule.queries, policy.seed)
-    timings = time_paired(
+    request = TimingRequest(
         base_config,
         cand_config,
         benchmark,
@@ -330,6 +330,7 @@ def measure_latency(
         seed=policy.seed,
         threads=rule.threads,
     )
+    timings = time_paired(request)
     return timings, LatencyEvidence(
         per_query_ms(timings.calls, rule.clock),
         same,

@@ -218,46 +218,45 @@ class PrelabelOutcome:
     across: str = ""  # the calibration was made on another domain: how (recorded on the run)
 
 
+@dataclass(frozen=True)
+class PrelabelRequest:
+    """One pool to pre-label, as ``rageval judge prelabel`` and the tests give it: ``out`` defaults
+    to the pool folder, ``benchmark`` to the one the pool was made on, ``experiment`` to
+    ``judge-<name>``; ``calibration_run``: a passing calibration made on another benchmark or split."""
+
+    pool_dir: str | Path
+    judge_file: str | Path
+    out: str | Path | None = None
+    benchmark: str | Path | None = None
+    experiment: str | None = None
+    seed: int = 0
+    calibration_run: str | None = None
+
+
 def execute_prelabel(
-    pool_dir: str | Path,
-    judge_file: str | Path,
+    request: PrelabelRequest,
     *,
     tracker: Tracker,
-    out: str | Path | None = None,
-    benchmark: str | Path | None = None,
-    experiment: str | None = None,
-    seed: int = 0,
     backend: Backend | None = None,
     progress: Callable[[int, int], None] | None = None,
-    calibration_run: str | None = None,
 ) -> PrelabelOutcome:
     """Pre-label a pool with a judge calibrated on the pool's benchmark version and split (or on
-    another, given as ``calibration_run`` and recorded so); writes the labels, the per-item detail
-    and the review sheet into ``out`` (default: the pool folder) and records a sealed prelabel run."""
-    judge = load_judge(judge_file)
-    manifest: PoolManifest = read_pool(pool_dir)
-    bench = load_benchmark(benchmark or manifest.path)
-    calibrated = passing_calibration(tracker, judge, Domain.of(bench, manifest.split), calibration_run)
+    another, given as ``request.calibration_run`` and recorded so); writes the labels, the per-item
+    detail and the review sheet into ``request.out`` and records a sealed prelabel run. ``backend``:
+    a judge backend of the caller's (kept open), instead of the one the judge configuration names."""
+    judge = load_judge(request.judge_file)
+    manifest: PoolManifest = read_pool(request.pool_dir)
+    bench = load_benchmark(request.benchmark or manifest.path)
+    calibrated = passing_calibration(tracker, judge, Domain.of(bench, manifest.split), request.calibration_run)
     calibration = calibrated.run
-    folder = Path(out) if out is not None else Path(pool_dir) if Path(pool_dir).is_dir() else Path(pool_dir).parent
-    paths = {"labels": folder / JUDGE_LABELS, "detail": folder / DETAIL_FILE, "review": folder / REVIEW_SHEET}
-    if paths["labels"].exists():  # before any judging: a second run must not overwrite the first's labels
-        raise BenchmarkError(
-            Problem(file=str(paths["labels"]), message="pre-labels exist here already", fix="choose a new --out folder")
-        )
+    paths = _prelabel_paths(request)  # before any judging: a second run must not overwrite the first's labels
     made, identity = (backend, {}) if backend is not None else make_backend(judge)
-    result = prelabel_pool(manifest, bench, judge, made, seed, progress, owned=backend is None)
-
-    make_folder(folder, BenchmarkError)
-    write_labels(result.labels(), paths["labels"])
-    with paths["detail"].open("w", encoding="utf-8") as handle:
-        for row in detail(result):
-            handle.write(json.dumps(row, ensure_ascii=False, default=json_plain) + "\n")
-    paths["review"].write_bytes(sheet_csv(review_sheet(result, bench)))
+    result = prelabel_pool(manifest, bench, judge, made, request.seed, progress, owned=backend is None)
+    _write_prelabels(result, bench, paths)
 
     summary = result.summary()
     run_id = tracker.create_run(
-        experiment or f"judge-{judge.config.name}",
+        request.experiment or f"judge-{judge.config.name}",
         f"prelabel {manifest.benchmark} {manifest.version}@{manifest.split} with {judge.config.name}",
         params={"judge": judge.config.name, "model": judge.config.model, "pool_items": len(manifest.items)},
         tags={
@@ -282,6 +281,27 @@ def execute_prelabel(
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
     return PrelabelOutcome(run_id, calibration.run_id, result, paths, calibrated.across)
+
+
+def _prelabel_paths(request: PrelabelRequest) -> dict[str, Path]:
+    """Where the labels, the per-item detail and the review sheet go; refused where labels exist."""
+    pool_dir = Path(request.pool_dir)
+    folder = Path(request.out) if request.out is not None else pool_dir if pool_dir.is_dir() else pool_dir.parent
+    paths = {"labels": folder / JUDGE_LABELS, "detail": folder / DETAIL_FILE, "review": folder / REVIEW_SHEET}
+    if paths["labels"].exists():
+        raise BenchmarkError(
+            Problem(file=str(paths["labels"]), message="pre-labels exist here already", fix="choose a new --out folder")
+        )
+    return paths
+
+
+def _write_prelabels(result: Prelabels, bench: Benchmark, paths: dict[str, Path]) -> None:
+    make_folder(paths["labels"].parent, BenchmarkError)
+    write_labels(result.labels(), paths["labels"])
+    with paths["detail"].open("w", encoding="utf-8") as handle:
+        for row in detail(result):
+            handle.write(json.dumps(row, ensure_ascii=False, default=json_plain) + "\n")
+    paths["review"].write_bytes(sheet_csv(review_sheet(result, bench)))
 
 
 def prelabel_pool(
@@ -309,4 +329,4 @@ def json_plain(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
-__all__ = ["execute_prelabel", "load_judge", "passing_calibration"]
+__all__ = ["PrelabelRequest", "execute_prelabel", "load_judge", "passing_calibration"]

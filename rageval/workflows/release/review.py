@@ -34,6 +34,7 @@ from rageval.release.marks import named_pair
 from rageval.release.review import (
     SCRIPTED_REVIEWER,
     Decisions,
+    Focus,
     open_rejections,
     read_decisions,
     review_sheet,
@@ -181,22 +182,30 @@ def _leaking(queries: pd.DataFrame) -> list[str]:
     return [str(q) for q in queries.loc[queries["permission_leaks"].fillna(0) > 0, "query_id"]]
 
 
-def start_review(
-    run_id: str,
-    out: str | Path,
-    *,
-    tracker: Tracker,
-    n: int = 5,
-    k: int = 10,
-    measure: str | None = None,
-    critical: Sequence[str] = (),
-    candidate: str | None = None,
-    resolves: str | None = None,
-) -> ReviewStart:
+@dataclass(frozen=True)
+class ReviewRequest:
+    """One review to start, as ``rageval review start``, the demo and the tests give it: the gate or
+    comparison run and the folder to write; the ``n`` largest losses and gains, top lists ``k`` deep,
+    on ``measure`` (default: a gate policy's first, else nDCG@10); ``critical`` slices besides a gate
+    policy's; ``candidate``: the one to review of a comparison of several; ``resolves``: an earlier
+    review run whose open rejections to revisit."""
+
+    run_id: str
+    out: str | Path
+    n: int = 5
+    k: int = 10
+    measure: str | None = None
+    critical: Sequence[str] = ()
+    candidate: str | None = None
+    resolves: str | None = None
+
+
+def start_review(request: ReviewRequest, *, tracker: Tracker) -> ReviewStart:
     """Select the queries of a gate or comparison run worth a person's look and write the review folder."""
-    info, baseline, cand_id = reviewed_runs(tracker, run_id, candidate)
+    run_id, k, resolves = request.run_id, request.k, request.resolves
+    info, baseline, cand_id = reviewed_runs(tracker, run_id, request.candidate)
     flagged: dict[str, list[str]] = {}
-    critical = list(critical)
+    measure, critical = request.measure, list(request.critical)
     if info.tags["rageval.kind"] == "gate":
         measure, critical = _gate_focus(tracker, run_id, measure, critical, flagged)
     pair = read_pair(tracker, baseline, cand_id)
@@ -209,18 +218,15 @@ def start_review(
     cases = pair.benchmark.cases_for(pair.split)
     grades = pair.benchmark.qrels(pair.split)
     base_top, cand_top = top_k(pair.baseline.rankings, k), top_k(pair.candidate.rankings, k)
-    selection = select(
-        before[measure],
-        after[measure],
-        n=n,
+    focus = Focus(
+        n=request.n,
         slices=query_slices(pair.baseline.queries),
         critical=critical,
         permission=[c.queryId for c in cases if c.principal],
-        base_top=base_top,
-        cand_top=cand_top,
         flagged=flagged,
         carried=carried,
     )
+    selection = select(before[measure], after[measure], focus, base_top, cand_top)
     chosen = set(selection["query_id"])
     texts = _texts(pair, {p for top in (base_top, cand_top) for q in chosen for _, p in top.get(q, ())})
     sheet = review_sheet(selection, base_top, cand_top, grades, texts, {c.queryId: c.query for c in cases}, measure)
@@ -231,7 +237,7 @@ def start_review(
         "baseline": baseline,
         "candidate": cand_id,
         "measure": measure,
-        "n": n,
+        "n": request.n,
         "k": k,
         "critical_slices": critical,
         "resolves": resolves,
@@ -241,8 +247,8 @@ def start_review(
         "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "rageval_version": RAGEVAL_VERSION,
     }
-    write_review(out, manifest, sheet, detail)
-    return ReviewStart(Path(out), manifest, sheet, detail)
+    write_review(request.out, manifest, sheet, detail)
+    return ReviewStart(Path(request.out), manifest, sheet, detail)
 
 
 def _scripted_rows(folder: Path) -> list[tuple[str, list[tuple[int, dict[str, Any]]]]]:
