@@ -194,6 +194,38 @@ def test_names_stay_unique_when_the_clock_runs_behind_or_ahead(tmp_path):
     assert names == ["bm25", "bm25 #2", "bm25 #3", "bm25 #4"]
 
 
+def test_runs_created_at_once_by_several_processes_start_apart_and_are_named_and_counted_once(tmp_path):
+    """Sweep workers start members at the same moment: each run still starts in its own millisecond,
+    after every run created before it, so numbers and release-evaluation counts are never shared."""
+    store, go = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "go"
+    Tracker(store)  # the store exists before the processes race on runs, not on its creation
+    script = textwrap.dedent(
+        f"""
+        import pathlib, time
+        from rageval.tracking.store import Tracker
+        tracker = Tracker({store!r})
+        print("ready", flush=True)
+        while not pathlib.Path({str(go)!r}).exists():
+            time.sleep(0.001)
+        for _ in range(4):
+            run_id = tracker.create_run("e", "bm25", params={{}}, tags={{
+                "rageval.split": "release", "rageval.benchmark.name": "b",
+                "rageval.benchmark.version": "1", "rageval.config.family": "f"}})
+            print(run_id, tracker.count_release_evaluations("b", "1", "f", until_ms=tracker.started_ms(run_id)))
+        """
+    )
+    workers = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    assert [w.stdout.readline() for w in workers] == ["ready\n"] * 3
+    go.touch()  # all three create their first run now
+    counted = dict(line.split() for w in workers for line in w.communicate(timeout=120)[0].splitlines())
+    assert all(w.returncode == 0 for w in workers) and len(counted) == 12
+    tracker = Tracker(store)
+    runs = sorted((tracker.client.get_run(r).info.start_time, r) for r in counted)
+    assert len({start for start, _ in runs}) == 12  # twelve distinct milliseconds
+    assert [int(counted[r]) for _, r in runs] == list(range(1, 13))  # each counted once, in start order
+    assert sorted(tracker.run(r).name for r in counted) == sorted(["bm25", *(f"bm25 #{n}" for n in range(2, 13))])
+
+
 # --------------------------------------------------------------------------- exit codes
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 from filelock import FileLock, Timeout
 
 from rageval.errors import TrackingError
+from rageval.hashing import sha256_bytes
 from rageval.paths import artifact_root_for
 
 if TYPE_CHECKING:
@@ -59,6 +61,19 @@ def bound_store_retries(environ: MutableMapping[str, str] | None = None) -> dict
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI (``None`` for any other store)."""
     return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+def creation_lock(uri: str) -> FileLock:
+    """The lock under which this machine's processes create runs in the store at ``uri`` (beside a
+    sqlite database, else in the temporary folder). Created one at a time, each run starts in a
+    later millisecond than every run created before it and finds that run in the store already: the
+    runs that started before one (its name's number, its release-evaluation count) are then exactly
+    those created before it. Two workers of a sweep starting members at once otherwise took the same
+    millisecond, and the same count. Processes on other machines are not serialized by it."""
+    database = sqlite_path(uri)
+    if database is not None:
+        return FileLock(database.parent / f".{database.name}.runs.lock")
+    return FileLock(Path(tempfile.gettempdir()) / f"rageval-runs-{sha256_bytes(uri.encode())[:16]}.lock")
 
 
 def open_client(uri: str) -> MlflowClient:

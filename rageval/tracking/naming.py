@@ -6,7 +6,9 @@ Two clients naming runs at once would both count the runs before either existed 
 number, so the count is of runs created *before* this one — by (start time, run ID) — plus every
 run of that name that has already ended (an ended run cannot be racing with this one, whatever
 its start time says: a machine whose clock is a day behind still counts it). Last, a number some
-other run's name holds already is skipped: a name is never given twice.
+other run's name holds already is skipped: a name is never given twice. On one machine, runs are
+created one at a time (:func:`rageval.tracking.connect.creation_lock`), each in a later millisecond,
+so a run created before another is always in the store when the other counts.
 """
 
 from __future__ import annotations

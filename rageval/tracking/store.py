@@ -31,7 +31,15 @@ from rageval.keys import seal_key
 from rageval.paths import default_tracking_uri
 from rageval.retry import call_with_retries
 from rageval.tracking.artifacts import Written, artifact_hashes
-from rageval.tracking.connect import FAIL_RETRIES, locked, open_client, probe, store_failure, unreachable
+from rageval.tracking.connect import (
+    FAIL_RETRIES,
+    creation_lock,
+    locked,
+    open_client,
+    probe,
+    store_failure,
+    unreachable,
+)
 from rageval.tracking.datasets import RunDataset, log_dataset
 from rageval.tracking.naming import unique_name
 from rageval.tracking.owners import Owner, owner_of, owner_tags
@@ -187,9 +195,11 @@ class Tracker:
         when the experiment already has a run of that name, so that names stay unique."""
         experiment_id = self.experiment_id(experiment)
         all_tags = {**source_tags(tags), **dict(tags), **owner_tags(), NAME_TAG: run_name}
-        run = self.client.create_run(
-            experiment_id, start_time=int(self.clock() * 1000), tags=all_tags, run_name=run_name
-        )
+        with creation_lock(self.uri):
+            started = int(self.clock() * 1000)
+            run = self.client.create_run(experiment_id, start_time=started, tags=all_tags, run_name=run_name)
+            while self.clock is time.time and int(time.time() * 1000) <= started:  # the next run starts later
+                time.sleep(0.001)
         run_id = run.info.run_id
         with self._created_lock:
             self.created[run_id] = all_tags
