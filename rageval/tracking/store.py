@@ -198,8 +198,7 @@ class Tracker:
         with creation_lock(self.uri):
             started = int(self.clock() * 1000)
             run = self.client.create_run(experiment_id, start_time=started, tags=all_tags, run_name=run_name)
-            while self.clock is time.time and int(time.time() * 1000) <= started:  # the next run starts later
-                time.sleep(0.001)
+            time.sleep(0.001)  # the next run created here reads a later millisecond
         run_id = run.info.run_id
         with self._created_lock:
             self.created[run_id] = all_tags
