@@ -150,6 +150,30 @@ def test_closing_the_fork_server_kills_the_kernels_it_started(tmp_path):
 
 
 @pytest.mark.skipif(not available(), reason="the fork server needs os.fork")
+def test_a_kernel_ends_when_its_fork_server_is_killed_without_its_clean_up(tmp_path):
+    """SIGKILL leaves the server no chance to kill its kernels; each kernel watches its parent
+    instead (a kernel orphaned this way held a finished sweep's stderr open, and the CI test reading
+    that stderr waited past its 120 s)."""
+    import signal
+
+    server = ForkServer(())
+    pid = server.fork(["-f", str(tmp_path / "kernel.json")], dict(os.environ), str(tmp_path))
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "kernel.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive(pid)
+    os.kill(server.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ended = not alive(pid)
+    if not ended:
+        os.kill(pid, signal.SIGKILL)
+    server.close()
+    assert ended
+
+
+@pytest.mark.skipif(not available(), reason="the fork server needs os.fork")
 def test_a_kernel_of_a_dead_fork_server_starts_as_usual(tmp_path):
     notebook = probe_notebook(tmp_path)
     server = ForkServer(())

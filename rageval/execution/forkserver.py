@@ -138,12 +138,13 @@ def serve(preload: Sequence[str]) -> None:
         import_modules(preload)  # also freezes what is imported: the forked kernels share those pages
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # ended kernels are reaped at once: gone means ended
     started: list[int] = []
+    server = os.getpid()
     try:
         for line in sys.stdin:
             request = json.loads(line)
             pid = os.fork()
             if pid == 0:
-                _kernel(request)
+                _kernel(request, server)
             started.append(pid)
             # An owner that died while this kernel started makes this write fail (BrokenPipeError):
             # the kernel it asked for must not outlive it either, hence the finally.
@@ -156,8 +157,8 @@ def serve(preload: Sequence[str]) -> None:
                 continue
 
 
-def _kernel(request: dict[str, Any]) -> None:
-    """In the forked child: become the kernel (never returns)."""
+def _kernel(request: dict[str, Any], server: int) -> None:
+    """In the forked child of ``server`` (its PID): become the kernel (never returns)."""
     status = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -171,9 +172,16 @@ def _kernel(request: dict[str, Any]) -> None:
         import ipykernel_launcher
         from ipykernel.kernelapp import IPKernelApp
 
-        sys.argv = [ipykernel_launcher.__file__, *request["argv"]]  # as a kernel started as usual sees it
+        # The kernel ends when the server does, however it ends: a server SIGKILLed (stop_kernels
+        # races a fork) runs no clean-up, and an orphaned kernel held a finished sweep's stderr open.
+        # ipykernel watches its parent when told whose child it is, as jupyter_client tells the
+        # kernels it launches (JPY_PARENT_PID, read when ipykernel was imported: here, in the server).
+        argv = [*request["argv"], f"--IPKernelApp.parent_handle={server}"]
+        sys.argv = [ipykernel_launcher.__file__, *argv]  # as a kernel started as usual sees it
         app = IPKernelApp.instance()
-        app.initialize(request["argv"])
+        app.initialize(argv)
+        if os.getppid() != server:  # the server died while this kernel started: its watch would miss it
+            return
         app.start()
         status = 0
     finally:
