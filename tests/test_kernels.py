@@ -101,6 +101,16 @@ def test_a_warm_kernel_given_a_working_directory_or_channel_as_well_is_refused(t
         execute_notebook(probe_notebook(tmp_path), tmp_path / "out.ipynb", {}, cwd=tmp_path, kernel=kernel)
 
 
+def started_kernel(server: ForkServer, folder: Path) -> int:
+    """A kernel forked by ``server``, once it has written its connection file (it is up)."""
+    pid = server.fork(["-f", str(folder / "kernel.json")], dict(os.environ), str(folder))
+    deadline = time.monotonic() + 30
+    while not (folder / "kernel.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive(pid)
+    return pid
+
+
 def test_closing_an_untaken_warm_kernel_kills_it(tmp_path):
     kernel = WarmKernel(tmp_path, preload=())
     kernel._thread.join()
@@ -134,11 +144,7 @@ def test_forked_kernels_are_fresh_processes_with_their_own_folder_and_channel(tm
 @pytest.mark.skipif(not available(), reason="the fork server needs os.fork")
 def test_closing_the_fork_server_kills_the_kernels_it_started(tmp_path):
     server = ForkServer(())
-    pid = server.fork(["-f", str(tmp_path / "kernel.json")], dict(os.environ), str(tmp_path))
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "kernel.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert alive(pid)
+    pid = started_kernel(server, tmp_path)
     forked = Forked(pid, server.pid)
     assert forked.poll() is None
     server.close()
@@ -157,11 +163,7 @@ def test_a_kernel_ends_when_its_fork_server_is_killed_without_its_clean_up(tmp_p
     import signal
 
     server = ForkServer(())
-    pid = server.fork(["-f", str(tmp_path / "kernel.json")], dict(os.environ), str(tmp_path))
-    deadline = time.monotonic() + 30
-    while not (tmp_path / "kernel.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert alive(pid)
+    pid = started_kernel(server, tmp_path)
     os.kill(server.pid, signal.SIGKILL)
     deadline = time.monotonic() + 15
     while alive(pid) and time.monotonic() < deadline:
