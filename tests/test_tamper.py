@@ -351,12 +351,13 @@ def test_tampering_is_named_by_verify_and_refused_by_compare_and_gate(world: Wor
 # --------------------------------------------------------------------------- sweep membership
 
 
-def sealed_sweep(world: World, members: list[str]) -> tuple[str, dict[str, str]]:
-    """A sweep parent with sealed members and the summary.json a sweep writes when it ends."""
+def sealed_sweep(world: World, members: list[str], listed: list[str] | None = None) -> tuple[str, dict[str, str]]:
+    """A sweep parent with sealed members (created in that order) and the summary.json a sweep
+    writes when it ends, listing them in the sweep file's order ``listed`` (default: ``members``)."""
     tracker = world.tracker
     parent = tracker.create_run("tamper-tests", "sweep", params={}, tags={"rageval.kind": "sweep"})
     ids = {name: sealed_run(world, name, {"mlflow.parentRunId": parent}) for name in members}
-    summary = {"members": [{"name": n, "run_id": i, "status": "sealed"} for n, i in ids.items()]}
+    summary = {"members": [{"name": n, "run_id": ids[n], "status": "sealed"} for n in listed or members]}
     tracker.log_bytes(parent, "summary.json", json.dumps(summary).encode())
     tracker.seal(parent)
     return parent, ids
@@ -366,6 +367,13 @@ def test_an_intact_sweep_offers_its_sealed_members(world: World):
     parent, ids = sealed_sweep(world, ["m-a", "m-b"])
     found, members, left_out = candidate_ids(world.tracker, world.baseline, [], parent)
     assert found == members == [ids["m-a"], ids["m-b"]] and left_out == []
+
+
+def test_a_sweeps_members_come_in_the_sweep_files_order_whichever_run_was_created_first(world: World):
+    """Parallel workers race to create their runs; a comparison's rows keep the sweep's order."""
+    parent, ids = sealed_sweep(world, ["late", "early"], listed=["early", "late"])
+    found, members, _ = candidate_ids(world.tracker, world.baseline, [], parent)
+    assert found == members == [ids["early"], ids["late"]]
 
 
 def test_a_run_tagged_into_a_sweep_is_refused(world: World):

@@ -119,7 +119,8 @@ def candidate_ids(
 def sweep_children(tracker: Tracker, sweep: str) -> list[RunInfo]:
     """A sweep's member runs. Membership is the members' ``mlflow.parentRunId`` tag, a tag anyone
     can set or remove; so a sealed parent must verify, and where the parent recorded its members
-    (``summary.json``, written when the sweep ended) the runs carrying the tag must be exactly those."""
+    (``summary.json``, written when the sweep ended) the runs carrying the tag must be exactly those,
+    and come in its order (the sweep file's); else in the store's."""
     parent = tracker.run(sweep)
     if parent.tags.get("rageval.kind") != "sweep":
         raise ComparisonError(f"run {sweep} is not a sweep's parent run (no rageval.kind=sweep tag)")
@@ -146,7 +147,10 @@ def sweep_children(tracker: Tracker, sweep: str) -> list[RunInfo]:
             f"the members of sweep {sweep} in the store are not the ones it recorded: a member's tags were changed",
             differences=differences,
         )
-    return children
+    # In the sweep file's order, as summary.json lists them: the store's order is that of the runs'
+    # creation, which parallel workers race for (the demo's table swapped two rows between runs).
+    order = {run_id: index for index, run_id in enumerate(recorded)}
+    return sorted(children, key=lambda c: order[c.run_id])
 
 
 def _recorded_members(tracker: Tracker, sweep: str) -> dict[str, str] | None:
