@@ -306,8 +306,14 @@ def test_the_command_serves_the_page_until_interrupted(pool_dir):
     """`rageval judge label-view` as a user starts it: a real process, the page on 127.0.0.1, Ctrl-C."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     command = [sys.executable, "-c", "from rageval.cli import main; main()", "judge", "label-view"]
+    # Ctrl-C's SIGINT as a terminal delivers it: a shell's background job (`.ci/run &`) would have
+    # handed it on ignored, and Python keeps an ignored SIGINT ignored.
     process = subprocess.Popen(
-        [*command, str(pool_dir / "sheet.jsonl"), "--port", "0"], stdout=subprocess.PIPE, text=True, env=env
+        [*command, str(pool_dir / "sheet.jsonl"), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         first = process.stdout.readline()
@@ -325,6 +331,7 @@ def test_the_command_serves_the_page_until_interrupted(pool_dir):
     finally:
         if process.poll() is None:
             process.kill()
+            process.wait()  # reaped here, not left for a later test's garbage collection to warn about
         process.stdout.close()
 
 
