@@ -297,3 +297,35 @@ def test_sealing_hashes_what_this_process_wrote_and_downloads_only_the_rest(stor
     assert manifest["artifacts"]["notes/overwritten.txt"] == sha256_bytes(on_disk)  # what the store holds
     assert "config.yaml" in manifest["artifacts"] and len(manifest["artifacts"]) > 10
     assert Tracker(store).verify(run_id) == []  # a fresh tracker downloads everything: the seal holds
+
+
+def test_runs_recorded_at_once_into_a_new_experiment_set_its_view_once_and_none_fails(store):
+    """A sweep's members log into a new experiment at once: each finds it without the "Headline
+    first" view, and the store takes only the first insert of the tag (the others failed their run
+    with sqlite's UNIQUE constraint: 19 of 80 here without the fix)."""
+    import threading
+
+    from rageval.tracking.connect import open_client
+    from rageval.tracking.views import VIEW_TAG, ensure_headline_view
+
+    clients = [open_client(store) for _ in range(4)]
+    for n in range(10):
+        experiment = clients[0].create_experiment(f"view-race-{n}")
+        start = threading.Barrier(len(clients))
+        outcomes: list[bool | Exception] = []
+
+        def log(client, experiment=experiment, start=start, outcomes=outcomes):
+            start.wait()
+            try:
+                outcomes.append(ensure_headline_view(client, experiment, ["nDCG_at_10", "AP"], ["nDCG_at_10"]))
+            except Exception as exc:  # noqa: BLE001 - what the test looks for
+                outcomes.append(exc)
+
+        threads = [threading.Thread(target=log, args=(client,)) for client in clients]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not [o for o in outcomes if isinstance(o, Exception)], outcomes
+        assert outcomes.count(True) >= 1 and len(outcomes) == len(clients)
+        assert json.loads(clients[0].get_experiment(experiment).tags[VIEW_TAG])["name"] == "Headline first"

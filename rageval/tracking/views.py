@@ -78,11 +78,21 @@ def ensure_headline_view(
     client: MlflowClient, experiment_id: str, charts: Sequence[str], columns: Sequence[str]
 ) -> bool:
     """Set the view on the experiment unless it has one (True: set now); and where the experiment's
-    description is rageval's own, add the view's link to it."""
+    description is rageval's own, add the view's link to it. Runs recorded at once into a new
+    experiment (a sweep's members) all find it without one: the store refuses every insert of the
+    tag but the first (sqlite: a UNIQUE constraint), and a run whose view was set meanwhile by
+    another goes on without it."""
+    from mlflow.exceptions import MlflowException
+
     experiment = client.get_experiment(experiment_id)
     if VIEW_TAG in experiment.tags:
         return False
-    client.set_experiment_tag(experiment_id, VIEW_TAG, view_tag(charts, columns))
+    try:
+        client.set_experiment_tag(experiment_id, VIEW_TAG, view_tag(charts, columns))
+    except MlflowException:
+        if VIEW_TAG in client.get_experiment(experiment_id).tags:
+            return False  # another run set it first
+        raise
     note = experiment.tags.get(NOTE_TAG, "")
     if note and "viewStateShareKey" not in note:
         line = (
