@@ -48,7 +48,6 @@ from rageval.tracking.records import (
     LOGGING_METRIC,
     MANIFEST,
     NAME_TAG,
-    NOTE_TAG,
     RUN_METRICS,
     SEAL_TAG,
     TABLES_TAG,
@@ -211,12 +210,6 @@ class Tracker:
         if dataset is not None:
             log_dataset(self.client, run_id, dataset)
         return run_id
-
-    def set_experiment_description(self, experiment: str, text: str) -> None:
-        """The experiment's description (its ``mlflow.note.content`` tag), set when it has none."""
-        experiment_id = self.experiment_id(experiment)
-        if NOTE_TAG not in self.client.get_experiment(experiment_id).tags:
-            self.client.set_experiment_tag(experiment_id, NOTE_TAG, text)
 
     def _writable(self, run_id: str) -> None:
         self._check_writable(self.run(run_id))
