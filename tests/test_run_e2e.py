@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -21,7 +22,9 @@ import pytest
 import yaml
 from conftest import DEMO, ROOT
 
+from rageval.analysis.plots import EVALUATION_FIGURES
 from rageval.errors import ConfigError, NotebookExecutionError, ParameterError
+from rageval.execution.handoff import FIGURE_METADATA
 from rageval.tracking.records import all_metrics
 from rageval.tracking.store import Tracker
 from rageval.workflows.run import RunRequest, execute_run
@@ -117,7 +120,31 @@ def test_the_executed_notebook_is_attached_without_errors(demo_runs, store):
     assert injected and demo_runs[0].run_id in injected[0].source
     outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert outputs and not any(o.output_type == "error" for o in outputs)
-    assert any("image/png" in o.get("data", {}) for o in outputs)
+    # The run's figures are the very PNGs the notebook shows, drawn once, in its kernel.
+    shown = {
+        o.metadata[FIGURE_METADATA]: o.data["image/png"] for o in outputs if FIGURE_METADATA in o.get("metadata", {})
+    }
+    assert sorted(shown) == sorted(EVALUATION_FIGURES)
+    for name, data in shown.items():
+        recorded = (path.parent.parent / "figures" / name).read_bytes()
+        assert recorded.startswith(b"\x89PNG") and base64.b64decode(data) == recorded
+
+
+def test_a_notebook_that_hands_its_result_back_without_showing_the_figures_still_records_them(tmp_path, store):
+    # A copy of the evaluation notebook without its figures cell; it shows one image marked with a
+    # name that is not a run's figure (ignored) and one marked as a figure but not base64 (drawn again).
+    body = (
+        "from rageval.workflows import door\n"
+        "from IPython.display import display\n"
+        "result = door.evaluate(globals())\n"
+        f"display({{'image/png': 'iVBORw0KGgo='}}, raw=True, metadata={{{FIGURE_METADATA!r}: '../escape.png'}})\n"
+        f"display({{'image/png': 'not base64!'}}, raw=True, metadata={{{FIGURE_METADATA!r}: 'latency.png'}})"
+    )
+    outcome = execute_run(RunRequest(BM25, notebook=notebook_with(tmp_path, body)), Tracker(store))
+    root = Path(Tracker(store).run(outcome.run_id).artifact_uri.removeprefix("file://"))
+    assert sorted(p.name for p in (root / "figures").iterdir()) == sorted(EVALUATION_FIGURES)
+    assert all((root / "figures" / name).read_bytes().startswith(b"\x89PNG") for name in EVALUATION_FIGURES)
+    assert not (root / "escape.png").exists() and Tracker(store).verify(outcome.run_id) == []
 
 
 def test_two_identical_runs_are_two_runs(demo_runs, store):

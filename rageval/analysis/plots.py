@@ -4,7 +4,8 @@ figures. matplotlib is imported inside each function, so that importing :mod:`ra
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import io
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -226,17 +227,28 @@ def figure_run_latency(result: ExperimentResult) -> Figure:
     return _latency_boxes({"": result.latency}, "Latency by stage")
 
 
-def evaluation_figures(result: ExperimentResult) -> dict[str, Figure]:
-    """Every figure of one evaluation run, by PNG file name."""
-    out = {
-        "distribution.png": figure_distribution(result),
-        "slices.png": figure_run_slices(result),
-        "latency.png": figure_run_latency(result),
+# The figures of one evaluation run, by PNG file name (``figures/NAME`` in the run).
+EVALUATION_FIGURES = ("distribution.png", "slices.png", "latency.png", "recall_at_k.png")
+
+
+def evaluation_figures(result: ExperimentResult, skip: Collection[str] = ()) -> dict[str, Figure]:
+    """Every figure of one evaluation run (:data:`EVALUATION_FIGURES`) but those named in ``skip``
+    (drawn already), by PNG file name; Recall@k only where a query has a relevant item."""
+    drawers: dict[str, Callable[[ExperimentResult], Figure | None]] = {
+        "distribution.png": figure_distribution,
+        "slices.png": figure_run_slices,
+        "latency.png": figure_run_latency,
+        "recall_at_k.png": figure_recall_at_k,
     }
-    recall = figure_recall_at_k(result)
-    if recall is not None:
-        out["recall_at_k.png"] = recall
-    return out
+    drawn = {name: drawers[name](result) for name in EVALUATION_FIGURES if name not in skip}
+    return {name: figure for name, figure in drawn.items() if figure is not None}
+
+
+def png(figure: Figure) -> bytes:
+    """A figure as the PNG file a run records."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
 
 
 # --------------------------------------------------------------------------- shared drawing

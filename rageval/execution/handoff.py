@@ -1,13 +1,17 @@
-"""The result a notebook hands back to the process that runs it, logged as soon as it is written
-(:class:`EarlyLog`); the kernel side is :func:`rageval.workflows.door.evaluate`."""
+"""What a notebook hands back to the process that runs it: its result, logged as soon as it is
+written (:class:`EarlyLog`), and the run's figures as the notebook showed them
+(:func:`shown_figures`); the kernel side is :func:`rageval.workflows.door.evaluate` and
+:func:`~rageval.workflows.door.show_figures`."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import pickle
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rageval.experiment.run import ExperimentResult
@@ -75,3 +79,25 @@ def _head_start(step: Callable[[], None]) -> None:
         step()
     except Exception:  # noqa: BLE001, S110 - only a head start; the real step reports any error
         pass
+
+
+# The display metadata key that marks an image output as one of the run's figures, its value the
+# figure's file name (``figures/NAME`` in the run).
+FIGURE_METADATA = "rageval/figure"
+
+
+def shown_figures(cells: list[Any], names: Collection[str]) -> dict[str, bytes]:
+    """The figures an executed notebook's ``cells`` showed under :data:`FIGURE_METADATA`, as PNG
+    bytes by file name: only the ``names`` expected, the last one shown of each (a notebook shows a
+    figure once; a user's copy may show more, or other images, which are not the run's)."""
+    found: dict[str, bytes] = {}
+    for cell in cells:
+        for output in cell.get("outputs", []):
+            name = output.get("metadata", {}).get(FIGURE_METADATA)
+            data = output.get("data", {}).get("image/png")
+            if name in names and isinstance(data, str):
+                try:
+                    found[name] = base64.b64decode(data, validate=True)
+                except binascii.Error:
+                    continue  # not a PNG this notebook made; the figure is drawn again
+    return found

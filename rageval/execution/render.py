@@ -33,9 +33,8 @@ def _html_exporter() -> Any:
 
 
 def warm_imports() -> None:
-    """What this process needs once the kernel hands its result back (matplotlib, for the figures)
-    and once the notebook has run (nbconvert, for the HTML): imported while it waits on the kernel."""
-    import matplotlib.figure  # noqa: F401
+    """What this process needs once the notebook has run (nbconvert, for the HTML): imported while
+    it waits on the kernel. The figures are the notebook's to draw (its kernel has matplotlib)."""
     import nbconvert  # noqa: F401
 
 

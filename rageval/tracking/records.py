@@ -6,7 +6,6 @@ here; :class:`~rageval.tracking.store.Tracker` performs the reads and writes.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -124,12 +123,6 @@ def csv(frame: pd.DataFrame, *, index: bool = False) -> bytes:
 
 def as_json(value: Any) -> bytes:
     return json.dumps(value, indent=2, sort_keys=True).encode()
-
-
-def png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110)
-    return buffer.getvalue()
 
 
 # --------------------------------------------------------------------------- an evaluation run
@@ -272,9 +265,9 @@ def all_metrics(metrics: Mapping[str, float], more: pd.DataFrame | None) -> dict
     return {**metrics, **{str(k): float(v) for k, v in rows.items()}}
 
 
-def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | None = None) -> Record:
-    """An experiment's metrics, breakdown tables, figures, per-query artifacts and tags, as a sealed
-    evaluation run holds them."""
+def evaluation_record(result: ExperimentResult, figures: Mapping[str, bytes] | None = None) -> Record:
+    """An experiment's metrics, breakdown tables, figures (PNG bytes by file name), per-query
+    artifacts and tags, as a sealed evaluation run holds them."""
     evaluation = result.evaluation
     every = metric_names(result)
     tables = breakdown_tables(result)
@@ -283,8 +276,8 @@ def evaluation_record(result: ExperimentResult, figures: Mapping[str, Figure] | 
         tables["more_metrics"] = more
     record = Record(metrics=metrics, tables=tables)
     files = record.files
-    for name, figure in (figures or {}).items():
-        files[f"figures/{name}"] = png(figure)
+    for name, data in (figures or {}).items():
+        files[f"figures/{name}"] = data
     files["rankings.parquet"] = parquet(result.rankings)
     files["per_query_metrics.parquet"] = parquet(result.per_query_long())
     files["latency.parquet"] = parquet(result.latency)
@@ -455,6 +448,8 @@ def comparison_record(comparison: Comparison, figures: Mapping[str, Figure]) -> 
             "warnings": comparison.warnings,
         }
     )
+    from rageval.analysis.plots import png
+
     for name, figure in figures.items():
         files[f"figures/{name}"] = png(figure)
     # Every candidate × measure's delta and p-value is one table, not two metric keys each.

@@ -54,7 +54,6 @@ from rageval.tracking.records import (
     Record,
     comparison_record,
     evaluation_record,
-    png,
     read_evaluation,
     source_tags,
     table_files,
@@ -305,12 +304,15 @@ class Tracker:
         if record.tags:
             self.set_tags(run_id, record.tags)
 
-    def log_result(self, run_id: str, result: ExperimentResult) -> None:
-        """Log an experiment's metrics and per-query artifacts into a running run."""
-        from rageval.analysis.plots import evaluation_figures
+    def log_result(self, run_id: str, result: ExperimentResult, figures: Mapping[str, bytes] | None = None) -> None:
+        """Log an experiment's metrics, per-query artifacts and figures into a running run.
+        ``figures``: the PNGs to record, by file name; None draws every evaluation figure here."""
+        from rageval.analysis.plots import evaluation_figures, png
 
         started = time.perf_counter()
-        record = evaluation_record(result, evaluation_figures(result))
+        if figures is None:
+            figures = {name: png(figure) for name, figure in evaluation_figures(result).items()}
+        record = evaluation_record(result, figures)
         self.log_record(run_id, record)
         self.log_metrics(run_id, {LOGGING_METRIC: time.perf_counter() - started})
         # The experiment's saved view "Headline first": this run's metric keys in its own order.
@@ -421,9 +423,6 @@ class Tracker:
         info = self.require_sealed(run_id)
         with tempfile.TemporaryDirectory(prefix="rageval-read-") as tmp:
             return read_evaluation(info, self.download(run_id, "", Path(tmp)))
-
-    def log_figure(self, run_id: str, artifact_path: str, figure: Figure) -> None:
-        self.log_bytes(run_id, artifact_path, png(figure))
 
     def log_comparison(self, run_id: str, comparison: Comparison, figures: Mapping[str, Figure]) -> None:
         """Log a comparison's tables, per-query diffs and figures into a running run."""

@@ -209,6 +209,22 @@ def record(parameters: EvaluateParameters, notebook: str = NOTEBOOK) -> Experime
     return result
 
 
+def show_figures(result: ExperimentResult) -> None:
+    """Show the run's figures, each marked as such (:data:`~rageval.execution.handoff.FIGURE_METADATA`):
+    drawn once, here in the notebook's kernel; ``rageval run`` records them from the executed
+    notebook as they are shown, so the notebook and the run hold the very same PNGs."""
+    import base64
+
+    from IPython.display import display
+
+    from rageval.analysis.plots import evaluation_figures, png
+    from rageval.execution.handoff import FIGURE_METADATA
+
+    for name, figure in evaluation_figures(result).items():
+        data = base64.b64encode(png(figure)).decode()
+        display({"image/png": data}, raw=True, metadata={FIGURE_METADATA: name})
+
+
 def run_lines(outcome: RunOutcome, uri: str, explicit_uri: bool) -> list[str]:
     lines = [f"reaped {run_id}: now KILLED ({reason})" for run_id, reason in outcome.reaped]
     lines.append(

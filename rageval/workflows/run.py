@@ -32,7 +32,7 @@ from rageval.config.load import dump_config, load_config
 from rageval.config.schema import RunConfig
 from rageval.errors import NotebookExecutionError, ParameterError, Problem
 from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
-from rageval.execution.handoff import EarlyLog
+from rageval.execution.handoff import EarlyLog, shown_figures
 from rageval.execution.kernels import WarmKernel
 from rageval.execution.notebooks import check_parameters, execute_notebook, failure, notebook_timings
 from rageval.execution.render import notebook_html, warm_html, warm_imports
@@ -385,7 +385,8 @@ def _run_notebook(
     handoff = tmp / "result.pickle"
     if "handoff" in prepared.declared:
         parameters["handoff"] = str(handoff)
-    early = EarlyLog(handoff, lambda handed: tracker.log_result(run_id, handed), warm=(warm_imports, warm_html))
+    # Its figures are the notebook's to draw (door.show_figures): logged once it has run (_log_figures).
+    early = EarlyLog(handoff, lambda handed: tracker.log_result(run_id, handed, {}), warm=(warm_imports, warm_html))
     try:
         if cancel is not None and cancel.is_set():
             raise InterruptedError("the sweep was interrupted before this run's notebook started")
@@ -428,6 +429,8 @@ def _attach_and_seal(
         if "handoff" in prepared.declared:
             reporter.step("logging")
             result = early.finish()
+            if result is not None:
+                _log_figures(tracker, run_id, result, executed)
         else:
             early.abandon()
         reporter.step("attach notebook")
@@ -445,6 +448,16 @@ def _attach_and_seal(
     except Exception as exc:
         tracker.fail(run_id, f"sealing failed: {type(exc).__name__}: {exc}")
         raise
+
+
+def _log_figures(tracker: Tracker, run_id: str, result: ExperimentResult, executed: Path) -> None:
+    """The run's figures as its notebook showed them; any it did not show (a notebook of one's
+    own may leave them out) drawn here, from the result it handed back."""
+    from rageval.analysis.plots import EVALUATION_FIGURES, evaluation_figures, png
+
+    shown = shown_figures(json.loads(executed.read_text(encoding="utf-8"))["cells"], EVALUATION_FIGURES)
+    drawn = {name: png(figure) for name, figure in evaluation_figures(result, skip=shown).items()}
+    tracker.log_files(run_id, {f"figures/{name}": data for name, data in {**drawn, **shown}.items()})
 
 
 def _kernel_events(reporter: Reporter) -> Callable[[Event], None]:
