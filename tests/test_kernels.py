@@ -9,6 +9,7 @@ import pickle
 import threading
 import time
 from pathlib import Path
+from queue import Empty
 
 import nbformat
 import pytest
@@ -235,6 +236,63 @@ def test_early_log_raises_what_logging_raised_and_is_quiet_without_a_result(tmp_
     nothing = EarlyLog(tmp_path / "never.pickle", refuse, interval=0.01)
     assert nothing.finish() is None
     nothing.abandon()
+
+
+def test_a_prompt_client_is_ready_only_once_iopub_delivers_and_then_loses_no_output(tmp_path):
+    """The client a warm kernel's notebook runs with asks for kernel_info again after 20 ms without
+    IOPub's status, not 0.2 s: ready must still mean subscribed. Where ZMQ loses the first statuses
+    (the subscription not yet through: here the first two are dropped as it would drop them), it asks
+    until one arrives; and the first cell's output is all there."""
+    import asyncio
+
+    from rageval.execution.warm_engine import PromptKernelClient
+
+    class LosesTwoStatuses(PromptKernelClient):
+        asked = 0
+
+        def kernel_info(self) -> str:
+            LosesTwoStatuses.asked += 1
+            return super().kernel_info()
+
+        @property
+        def iopub_channel(self):
+            channel = super().iopub_channel
+            if LosesTwoStatuses.asked > 2:
+                return channel
+
+            class Dropping:  # the status arrives, and is lost, as before the subscription reaches the kernel
+                def __getattr__(self, name):
+                    return getattr(channel, name)
+
+                async def get_msg(self, timeout=None):
+                    await channel.get_msg(timeout=timeout)
+                    raise Empty
+
+            return Dropping()
+
+    async def first_cell(manager, client_class) -> list[str]:
+        manager.client_factory = client_class
+        client = manager.client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=60)
+            msg_id = client.execute("print('first'); print('output')")
+            texts, state = [], None
+            while state != "idle":
+                msg = await client.get_iopub_msg(timeout=30)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "stream":
+                    texts.append(msg["content"]["text"])
+                state = msg["content"].get("execution_state", state)
+            return texts
+        finally:
+            client.stop_channels()
+
+    for client_class in (PromptKernelClient, PromptKernelClient, LosesTwoStatuses):
+        with WarmKernel(tmp_path, preload=()) as kernel:  # a fresh kernel, a fresh subscription
+            assert "".join(asyncio.run(first_cell(kernel.manager(), client_class))) == "first\noutput\n"
+    assert LosesTwoStatuses.asked == 3
 
 
 @pytest.mark.skipif(not available(), reason="the fork server is POSIX-only (os.fork)")
