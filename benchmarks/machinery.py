@@ -18,7 +18,8 @@ The pieces (rageval/execution/, docs/architecture.md):
 - ``warm kernel``  the kernel starts while the run is checked and prepared (else: started, then checks)
 - ``early log``    the parent logs the handed-back result while the notebook still draws (else: after)
 - ``handoff``      the kernel hands its result back to the parent, which has the store open already
-                   (else: the notebook logs into its run itself — a notebook copy without ``handoff``)
+                   (else: the notebook logs into its run itself — a notebook copy without ``handoff``,
+                   which also draws its figures twice: to log them, then to show them)
 - ``gc tuning``    fewer young-generation collections in the command's process
 - ``exit freeze``  the command's last collection skips every object (``gc.freeze`` at exit)
 - ``no rfc3987``   jsonschema's ``rfc3987_syntax`` grammar left unimported in the command's process
