@@ -292,7 +292,7 @@ def test_a_prompt_client_is_ready_only_once_iopub_delivers_and_then_loses_no_out
     for client_class in (PromptKernelClient, PromptKernelClient, LosesTwoStatuses):
         with WarmKernel(tmp_path, preload=()) as kernel:  # a fresh kernel, a fresh subscription
             assert "".join(asyncio.run(first_cell(kernel.manager(), client_class))) == "first\noutput\n"
-    assert LosesTwoStatuses.asked == 3
+    assert LosesTwoStatuses.asked >= 3  # asked again after each lost status (more, were a real one lost too)
 
 
 @pytest.mark.skipif(not available(), reason="the fork server is POSIX-only (os.fork)")
