@@ -227,21 +227,22 @@ def figure_run_latency(result: ExperimentResult) -> Figure:
     return _latency_boxes({"": result.latency}, "Latency by stage")
 
 
-# The figures of one evaluation run, by PNG file name (``figures/NAME`` in the run).
-EVALUATION_FIGURES = ("distribution.png", "slices.png", "latency.png", "recall_at_k.png")
+# The figures of one evaluation run, by PNG file name (``figures/NAME`` in the run); Recall@k's
+# drawer gives None where no query has a relevant item.
+_RUN_FIGURES: dict[str, Callable[[ExperimentResult], Figure | None]] = {
+    "distribution.png": figure_distribution,
+    "slices.png": figure_run_slices,
+    "latency.png": figure_run_latency,
+    "recall_at_k.png": figure_recall_at_k,
+}
+EVALUATION_FIGURES = tuple(_RUN_FIGURES)
 
 
-def evaluation_figures(result: ExperimentResult, skip: Collection[str] = ()) -> dict[str, Figure]:
-    """Every figure of one evaluation run (:data:`EVALUATION_FIGURES`) but those named in ``skip``
-    (drawn already), by PNG file name; Recall@k only where a query has a relevant item."""
-    drawers: dict[str, Callable[[ExperimentResult], Figure | None]] = {
-        "distribution.png": figure_distribution,
-        "slices.png": figure_run_slices,
-        "latency.png": figure_run_latency,
-        "recall_at_k.png": figure_recall_at_k,
-    }
-    drawn = {name: drawers[name](result) for name in EVALUATION_FIGURES if name not in skip}
-    return {name: figure for name, figure in drawn.items() if figure is not None}
+def evaluation_pngs(result: ExperimentResult, skip: Collection[str] = ()) -> dict[str, bytes]:
+    """Every figure of one evaluation run (:data:`EVALUATION_FIGURES`) as the PNG it records, by file
+    name, but those named in ``skip`` (drawn already)."""
+    drawn = {name: draw(result) for name, draw in _RUN_FIGURES.items() if name not in skip}
+    return {name: png(figure) for name, figure in drawn.items() if figure is not None}
 
 
 def png(figure: Figure) -> bytes:

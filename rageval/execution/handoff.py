@@ -22,17 +22,18 @@ class EarlyLog:
     while the notebook still draws its displays: this process would otherwise wait for the kernel,
     then log. The file is our own, written by the kernel we started in a folder only we know, and
     renamed into place whole (:func:`rageval.workflows.door.evaluate`). ``warm``: what to do on
-    the same thread before the result comes, and after it is logged (imports, the HTML templates)."""
+    the same thread while the result has not come yet (the HTML templates, needed once the notebook
+    has run)."""
 
     def __init__(
         self,
         handoff: Path,
         log: Callable[[ExperimentResult], None],
         interval: float = 0.02,
-        warm: tuple[Callable[[], None], Callable[[], None]] | None = None,
+        warm: Callable[[], None] | None = None,
     ) -> None:
         self._handoff, self._log, self._interval = handoff, log, interval
-        self._warm = warm or (_nothing, _nothing)
+        self._warm = warm
         self._stop = threading.Event()
         self._result: ExperimentResult | None = None
         self._error: BaseException | None = None
@@ -40,20 +41,21 @@ class EarlyLog:
         self._thread.start()
 
     def _watch(self) -> None:
-        # All on this one thread (two threads importing one package can deadlock): what logging
-        # needs, while the kernel starts; the result once handed back; then what comes after.
-        _head_start(self._warm[0])
-        try:
-            while not self._handoff.is_file():
-                if self._stop.wait(self._interval) and not self._handoff.is_file():
-                    return  # the notebook ended without handing a result back
+        # Both on this one thread (two threads importing one package can deadlock): what comes
+        # after the notebook, while the kernel works; then the result, once handed back.
+        if self._warm is not None:
             try:
-                self._result = pickle.loads(self._handoff.read_bytes())
-                self._log(self._result)
-            except BaseException as exc:  # noqa: BLE001 - raised by finish(), in the run's own thread
-                self._error = exc
-        finally:
-            _head_start(self._warm[1])
+                self._warm()
+            except Exception:  # noqa: BLE001, S110 - only a head start; the real step reports any error
+                pass
+        while not self._handoff.is_file():
+            if self._stop.wait(self._interval) and not self._handoff.is_file():
+                return  # the notebook ended without handing a result back
+        try:
+            self._result = pickle.loads(self._handoff.read_bytes())
+            self._log(self._result)
+        except BaseException as exc:  # noqa: BLE001 - raised by finish(), in the run's own thread
+            self._error = exc
 
     def finish(self) -> ExperimentResult | None:
         """Once the notebook has ended: the logged result (None if none was handed back); raises
@@ -68,17 +70,6 @@ class EarlyLog:
         """The notebook failed, or hands nothing back: stop watching, and wait for logging begun."""
         self._stop.set()
         self._thread.join()
-
-
-def _nothing() -> None:
-    pass
-
-
-def _head_start(step: Callable[[], None]) -> None:
-    try:
-        step()
-    except Exception:  # noqa: BLE001, S110 - only a head start; the real step reports any error
-        pass
 
 
 # The display metadata key that marks an image output as one of the run's figures, its value the

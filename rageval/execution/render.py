@@ -32,14 +32,8 @@ def _html_exporter() -> Any:
     return HTMLExporter(template_name="rageval", extra_template_basedirs=[str(Path(__file__).parent / "templates")])
 
 
-def warm_imports() -> None:
-    """What this process needs once the notebook has run (nbconvert, for the HTML): imported while
-    it waits on the kernel. The figures are the notebook's to draw (its kernel has matplotlib)."""
-    import nbconvert  # noqa: F401
-
-
 def warm_html() -> None:
-    """The HTML exporter's templates compiled ahead of the notebook's end."""
+    """nbconvert imported and the HTML exporter's templates compiled, ahead of the notebook's end."""
     import nbformat
 
     with _HTML_LOCK:

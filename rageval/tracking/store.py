@@ -307,12 +307,10 @@ class Tracker:
     def log_result(self, run_id: str, result: ExperimentResult, figures: Mapping[str, bytes] | None = None) -> None:
         """Log an experiment's metrics, per-query artifacts and figures into a running run.
         ``figures``: the PNGs to record, by file name; None draws every evaluation figure here."""
-        from rageval.analysis.plots import evaluation_figures, png
+        from rageval.analysis.plots import evaluation_pngs
 
         started = time.perf_counter()
-        if figures is None:
-            figures = {name: png(figure) for name, figure in evaluation_figures(result).items()}
-        record = evaluation_record(result, figures)
+        record = evaluation_record(result, evaluation_pngs(result) if figures is None else figures)
         self.log_record(run_id, record)
         self.log_metrics(run_id, {LOGGING_METRIC: time.perf_counter() - started})
         # The experiment's saved view "Headline first": this run's metric keys in its own order.

@@ -217,12 +217,11 @@ def show_figures(result: ExperimentResult) -> None:
 
     from IPython.display import display
 
-    from rageval.analysis.plots import evaluation_figures, png
+    from rageval.analysis.plots import evaluation_pngs
     from rageval.execution.handoff import FIGURE_METADATA
 
-    for name, figure in evaluation_figures(result).items():
-        data = base64.b64encode(png(figure)).decode()
-        display({"image/png": data}, raw=True, metadata={FIGURE_METADATA: name})
+    for name, data in evaluation_pngs(result).items():
+        display({"image/png": base64.b64encode(data).decode()}, raw=True, metadata={FIGURE_METADATA: name})
 
 
 def run_lines(outcome: RunOutcome, uri: str, explicit_uri: bool) -> list[str]:

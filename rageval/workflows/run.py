@@ -35,7 +35,7 @@ from rageval.evaluation import CONTRACT, CONTRACT_DIGEST, parse_measures
 from rageval.execution.handoff import EarlyLog, shown_figures
 from rageval.execution.kernels import WarmKernel
 from rageval.execution.notebooks import check_parameters, execute_notebook, failure, notebook_timings
-from rageval.execution.render import notebook_html, warm_html, warm_imports
+from rageval.execution.render import notebook_html, warm_html
 from rageval.execution.slots import NotebookSlot
 from rageval.hashing import sha256_bytes
 from rageval.paths import default_notebook
@@ -386,7 +386,7 @@ def _run_notebook(
     if "handoff" in prepared.declared:
         parameters["handoff"] = str(handoff)
     # Its figures are the notebook's to draw (door.show_figures): logged once it has run (_log_figures).
-    early = EarlyLog(handoff, lambda handed: tracker.log_result(run_id, handed, {}), warm=(warm_imports, warm_html))
+    early = EarlyLog(handoff, lambda handed: tracker.log_result(run_id, handed, {}), warm=warm_html)
     try:
         if cancel is not None and cancel.is_set():
             raise InterruptedError("the sweep was interrupted before this run's notebook started")
@@ -453,10 +453,10 @@ def _attach_and_seal(
 def _log_figures(tracker: Tracker, run_id: str, result: ExperimentResult, executed: Path) -> None:
     """The run's figures as its notebook showed them; any it did not show (a notebook of one's
     own may leave them out) drawn here, from the result it handed back."""
-    from rageval.analysis.plots import EVALUATION_FIGURES, evaluation_figures, png
+    from rageval.analysis.plots import EVALUATION_FIGURES, evaluation_pngs
 
     shown = shown_figures(json.loads(executed.read_text(encoding="utf-8"))["cells"], EVALUATION_FIGURES)
-    drawn = {name: png(figure) for name, figure in evaluation_figures(result, skip=shown).items()}
+    drawn = evaluation_pngs(result, skip=shown)
     tracker.log_files(run_id, {f"figures/{name}": data for name, data in {**drawn, **shown}.items()})
 
 
