@@ -219,7 +219,10 @@ def test_offline_judge_refused_uncalibrated_then_calibrated_and_prelabels(world,
         passing_calibration(tracker, load_judge(strict))
 
     out = world["root"] / "prelabel-minilm"
-    done = execute_prelabel(PrelabelRequest(world["pool"], path, out=out, benchmark=world["bench"]), tracker=tracker)
+    # The shared backend: the lowered bar grades alike (the CLI prelabels with its own in the next test).
+    done = execute_prelabel(
+        PrelabelRequest(world["pool"], path, out=out, benchmark=world["bench"]), tracker=tracker, backend=encoder
+    )
     assert done.calibration == outcome.run_id
     labels = read_labels(done.paths["labels"])
     # the cosine pre-labeler's labels say what made them: no language model
@@ -474,7 +477,9 @@ def test_a_calibration_is_valid_on_its_own_benchmark_only(world, encoder):
     on_bench = CalibrationRequest(path, benchmark=bench)
     there = execute_calibrate(on_bench, tracker=tracker, backend=encoder)  # the same texts
     assert there.passed, there.reasons
-    done = execute_prelabel(PrelabelRequest(pool_dir, path, out=world["root"] / "other-calibrated"), tracker=tracker)
+    done = execute_prelabel(
+        PrelabelRequest(pool_dir, path, out=world["root"] / "other-calibrated"), tracker=tracker, backend=encoder
+    )
     assert done.calibration == there.run_id and done.across == ""
     assert tracker.run(done.run_id).tags["rageval.judge.calibration.domain"] == "same"
 

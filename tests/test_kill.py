@@ -195,10 +195,11 @@ def test_a_sigkilled_run_and_sweep_end_killed_and_the_next_run_seals(tmp_path):
         sigkill(run)
     assert integrity(db) == "ok"
     assert statuses(db)[killed_run] == "RUNNING"
-    listed = cli("runs", "--tracking-uri", store)
+    # Listed and reaped in this process (the owner is judged by its PID; a new process proves no more).
+    listed = CliRunner().invoke(app, ["runs", "--tracking-uri", store])
     line = next(line for line in listed.stdout.splitlines() if line.startswith(killed_run))
     assert "KILLED" in line and f"process {run.pid}" in line and "has exited" in line
-    reaped = cli("runs", "--reap", "--tracking-uri", store)
+    reaped = CliRunner().invoke(app, ["runs", "--reap", "--tracking-uri", store])
     assert f"reaped {killed_run}: now KILLED" in reaped.stdout, reaped.stderr
     assert statuses(db)[killed_run] == "KILLED" and not Tracker(store).run(killed_run).sealed
 
@@ -227,8 +228,8 @@ def test_a_sigkilled_run_and_sweep_end_killed_and_the_next_run_seals(tmp_path):
     assert again.returncode == 0, again.stderr
     assert f"reaped {parent}: now KILLED" in again.stderr and f"reaped {member}: now KILLED" in again.stderr
     new = again.stdout.split()[1]
-    verified = cli("verify", new, "--tracking-uri", store)
-    assert verified.returncode == 0 and f"run {new}: intact" in verified.stdout, verified.stderr
+    verified = CliRunner().invoke(app, ["verify", new, "--tracking-uri", store])
+    assert verified.exit_code == 0 and f"run {new}: intact" in verified.stdout, verified.stderr
 
     assert integrity(db) == "ok"
     final = statuses(db)

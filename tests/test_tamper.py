@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 import pytest
 from conftest import ROOT
 
+from rageval.analysis.plots import evaluation_pngs
 from rageval.benchmark.loading import Benchmark, load_benchmark
 from rageval.config.load import dump_config, load_config
 from rageval.config.schema import RunConfig
@@ -45,6 +46,7 @@ class World:
     config: RunConfig
     bench: Benchmark
     result: ExperimentResult
+    figures: dict[str, bytes]  # the result's PNGs, drawn once: each run records the same bytes
     baseline: str = ""
     parents: list[str] = field(default_factory=list)  # sealed runs standing in for sweep parents
 
@@ -61,7 +63,8 @@ def world(tmp_path_factory) -> World:
     db = tmp_path_factory.mktemp("tamper") / "mlflow.db"
     config = load_config(BM25, split="release")
     bench = load_benchmark(config.benchmark)
-    world = World(Tracker(f"sqlite:///{db}"), db, config, bench, run_experiment(config, bench))
+    result = run_experiment(config, bench)
+    world = World(Tracker(f"sqlite:///{db}"), db, config, bench, result, evaluation_pngs(result))
     world = replace(world, baseline=sealed_run(world, "baseline"))
     world.parents.extend(sealed_run(world, f"parent-{n}") for n in (1, 2))
     return world
@@ -78,7 +81,7 @@ def sealed_run(world: World, name: str, tags: dict[str, str] | None = None) -> s
         files={"config.yaml": dump_config(config).encode()},
         dataset=cases_dataset(bench, config.split),
     )
-    tracker.log_result(run_id, world.result)
+    tracker.log_result(run_id, world.result, world.figures)
     tracker.seal(run_id)
     return run_id
 
