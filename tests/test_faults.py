@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import Result
 from conftest import ROOT
 from typer.testing import CliRunner
 
@@ -36,12 +35,6 @@ def python(code: str, **kwargs) -> subprocess.CompletedProcess[str]:
 
 def cli(*args: str, **kwargs) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, **kwargs)
-
-
-def cli_here(*args: str) -> Result:
-    """The command in this process, where a separate one would prove nothing more (a run's owner
-    is judged by its PID, and this process is not the dead one)."""
-    return CliRunner().invoke(app, list(args))
 
 
 def rows(db: Path, query: str) -> list[tuple]:
@@ -179,13 +172,14 @@ def test_a_run_killed_between_finished_and_its_seal_tag_is_never_sealed_not_tamp
     run_id = died.stdout.strip()
     tracker = Tracker(store)
     assert tracker.run(run_id).status == "FINISHED" and not tracker.run(run_id).sealed
-    verified = cli_here("verify", run_id, "--tracking-uri", store)
+    # Verified in this process (the owner is judged by its PID; a new process proves no more).
+    verified = CliRunner().invoke(app, ["verify", run_id, "--tracking-uri", store])
     assert verified.exit_code == 1 and "never sealed: its process died between ending it FINISHED" in verified.stderr
     assert "tag was removed" not in verified.stderr
     [(reaped, reason)] = tracker.reap()
     assert reaped == run_id and "between ending FINISHED and its seal tag" in reason
     assert tracker.run(run_id).status == "KILLED"
-    again = cli_here("verify", run_id, "--tracking-uri", store)
+    again = CliRunner().invoke(app, ["verify", run_id, "--tracking-uri", store])
     assert "KILLED and not sealed" in again.stderr and "never sealed" in again.stderr
     assert tracker.reap() == []
 
