@@ -101,7 +101,7 @@ def write_spec(root: Path, spec_overrides=None) -> None:
     (root / "benchmark.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
 
 
-# The slowest files, first: the demo's one test (114 s, which nothing can split), then by summed test
+# The slowest files, first: the demo's file, whose long test (114 s) nothing can split, then by summed test
 # time (the mean of three runs of the suite on 2026-12-03: 146 s for test_faults down to 52 s for
 # test_release). With xdist's own reordering off, it hands a worker whole files in collection order:
 # the long ones start first and the short ones fill the end, where xdist's order (most tests first)
